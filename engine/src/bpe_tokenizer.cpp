@@ -1,0 +1,1 @@
+// TODO(bpe_tokenizer): being written

@@ -1,0 +1,1 @@
+// TODO(byte_level): being written

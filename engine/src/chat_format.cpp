@@ -1,0 +1,1 @@
+// TODO(chat_format): being written

@@ -1,0 +1,1 @@
+// TODO(checkpoint): being written

@@ -1,0 +1,1 @@
+// TODO(mapped_file): being written

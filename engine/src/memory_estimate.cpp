@@ -1,0 +1,1 @@
+// TODO(memory_estimate): being written

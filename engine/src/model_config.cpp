@@ -1,0 +1,1 @@
+// TODO(model_config): being written

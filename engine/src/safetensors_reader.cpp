@@ -1,0 +1,1 @@
+// TODO(safetensors_reader): being written

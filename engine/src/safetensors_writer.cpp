@@ -1,0 +1,1 @@
+// TODO(safetensors_writer): being written

@@ -1,0 +1,1 @@
+// TODO(sentencepiece_tokenizer): being written

@@ -1,0 +1,1 @@
+// TODO(streaming_decoder): being written

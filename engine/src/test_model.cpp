@@ -1,0 +1,1 @@
+// TODO(test_model): being written
