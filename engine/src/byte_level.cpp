@@ -1,1 +1,259 @@
-// TODO(byte_level): being written
+#include "byte_level.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <utf8proc.h>
+
+namespace cosmos::byte_level {
+namespace {
+
+struct Tables {
+  std::array<char32_t, 256> to_cp{};
+  std::array<std::string, 256> to_utf8{};
+  std::array<std::int16_t, 324> to_byte{};  // code points 0..323 cover the whole mapping
+
+  Tables() {
+    // GPT-2 bytes_to_unicode(): printable Latin-1 bytes keep their code point, the other 68 bytes
+    // get 256, 257, ... in byte order.
+    to_byte.fill(-1);
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      const char32_t cp = printable ? static_cast<char32_t>(b) : next++;
+      to_cp[b] = cp;
+      to_byte[cp] = static_cast<std::int16_t>(b);
+      utf8::append_codepoint(to_utf8[b], cp);
+    }
+  }
+};
+
+const Tables& tables() {
+  static const Tables t;
+  return t;
+}
+
+}  // namespace
+
+char32_t byte_to_codepoint(std::uint8_t b) { return tables().to_cp[b]; }
+
+int codepoint_to_byte(char32_t cp) {
+  return cp < tables().to_byte.size() ? tables().to_byte[cp] : -1;
+}
+
+const std::string& byte_to_utf8(std::uint8_t b) { return tables().to_utf8[b]; }
+
+std::string encode(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const char c : bytes) out += byte_to_utf8(static_cast<std::uint8_t>(c));
+  return out;
+}
+
+std::optional<std::string> decode(std::string_view token) {
+  if (!utf8::is_valid(token)) return std::nullopt;
+  std::string out;
+  out.reserve(token.size());
+  for (std::size_t i = 0; i < token.size();) {
+    std::size_t len = 0;
+    const int b = codepoint_to_byte(utf8::decode_at(token, i, len));
+    if (b < 0) return std::nullopt;
+    out += static_cast<char>(b);
+    i += len;
+  }
+  return out;
+}
+
+}  // namespace cosmos::byte_level
+
+namespace cosmos::utf8 {
+
+Step step(std::string_view s, std::size_t i) {
+  const auto b0 = static_cast<std::uint8_t>(s[i]);
+  if (b0 < 0x80) return {1, Step::ok};
+  int need = 0;
+  std::uint8_t lo = 0x80;
+  std::uint8_t hi = 0xBF;
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    need = 1;
+  } else if (b0 == 0xE0) {
+    need = 2, lo = 0xA0;
+  } else if ((b0 >= 0xE1 && b0 <= 0xEC) || b0 == 0xEE || b0 == 0xEF) {
+    need = 2;
+  } else if (b0 == 0xED) {
+    need = 2, hi = 0x9F;  // no surrogates
+  } else if (b0 == 0xF0) {
+    need = 3, lo = 0x90;
+  } else if (b0 >= 0xF1 && b0 <= 0xF3) {
+    need = 3;
+  } else if (b0 == 0xF4) {
+    need = 3, hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    return {1, Step::invalid};  // 80..C1, F5..FF never start a character
+  }
+  std::size_t k = 1;
+  for (int j = 0; j < need; ++j, ++k) {
+    if (i + k >= s.size()) return {k, Step::truncated};
+    const auto c = static_cast<std::uint8_t>(s[i + k]);
+    if (c < lo || c > hi) return {k, Step::invalid};
+    lo = 0x80;
+    hi = 0xBF;
+  }
+  return {k, Step::ok};
+}
+
+namespace {
+
+// Length of the run of ASCII bytes starting at i.
+std::size_t ascii_run(std::string_view s, std::size_t i) {
+  const std::size_t start = i;
+  while (i + 8 <= s.size()) {
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    if (w & 0x8080808080808080ULL) break;
+    i += 8;
+  }
+  while (i < s.size() && static_cast<std::uint8_t>(s[i]) < 0x80) ++i;
+  return i - start;
+}
+
+}  // namespace
+
+bool is_valid(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    i += ascii_run(s, i);
+    if (i >= s.size()) break;
+    const Step st = step(s, i);
+    if (st.status != Step::ok) return false;
+    i += st.length;
+  }
+  return true;
+}
+
+void append_lossy(std::string& out, std::string_view s) {
+  out.reserve(out.size() + s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const std::size_t run = ascii_run(s, i);
+    out.append(s.substr(i, run));
+    i += run;
+    if (i >= s.size()) break;
+    const Step st = step(s, i);
+    if (st.status == Step::ok) {
+      out.append(s.substr(i, st.length));
+    } else {
+      out.append(kReplacement);
+    }
+    i += st.length;
+  }
+}
+
+void append_codepoint(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+char32_t decode_at(std::string_view s, std::size_t i, std::size_t& len) {
+  const auto b0 = static_cast<std::uint8_t>(s[i]);
+  auto cont = [&](std::size_t k) { return static_cast<char32_t>(static_cast<std::uint8_t>(s[i + k]) & 0x3F); };
+  if (b0 < 0x80) {
+    len = 1;
+    return b0;
+  }
+  if (b0 < 0xE0) {
+    len = 2;
+    return (static_cast<char32_t>(b0 & 0x1F) << 6) | cont(1);
+  }
+  if (b0 < 0xF0) {
+    len = 3;
+    return (static_cast<char32_t>(b0 & 0x0F) << 12) | (cont(1) << 6) | cont(2);
+  }
+  len = 4;
+  return (static_cast<char32_t>(b0 & 0x07) << 18) | (cont(1) << 12) | (cont(2) << 6) | cont(3);
+}
+
+bool is_white_space(char32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
+}
+
+namespace {
+
+std::string nfc_utf8proc(std::string_view s) {
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                   static_cast<utf8proc_ssize_t>(s.size()), &out,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (n < 0 || out == nullptr) {
+    std::free(out);
+    return std::string(s);
+  }
+  std::string result(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
+  std::free(out);
+  return result;
+}
+
+// A character is "stable" when NFC keeps it whatever surrounds it: a starter (combining class 0)
+// that is its own NFC and that no composition takes as its second element.
+bool stable_slow(char32_t cp) {
+  if (cp < 0x300) return true;  // nothing below U+0300 combines or decomposes under NFC
+  if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2)) return false;  // jamo V, T
+  const utf8proc_property_t* p = utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
+  if (p->combining_class != 0) return false;
+  // comb_index >= 0x8000 marks characters that compose with a preceding starter.
+  if (p->comb_index != UINT16_MAX && p->comb_index >= 0x8000) return false;
+  if (p->decomp_type == 0 && p->decomp_seqindex != UINT16_MAX) {  // canonical decomposition
+    std::string one;
+    append_codepoint(one, cp);
+    return nfc_utf8proc(one) == one;  // precomposed letters survive; singletons etc. do not
+  }
+  return true;
+}
+
+// The Basic Multilingual Plane precomputed; the rest is looked up when met (it rarely is).
+const std::vector<bool>& stable_bmp() {
+  static const std::vector<bool> table = [] {
+    std::vector<bool> t(0x10000);
+    for (char32_t cp = 0; cp < 0x10000; ++cp) t[cp] = stable_slow(cp);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+bool is_nfc_quick(std::string_view s) {
+  const std::vector<bool>& bmp = stable_bmp();
+  for (std::size_t i = 0; i < s.size();) {
+    i += ascii_run(s, i);
+    if (i >= s.size()) break;
+    std::size_t len = 0;
+    const char32_t cp = decode_at(s, i, len);
+    if (!(cp < 0x10000 ? bmp[cp] : stable_slow(cp))) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string nfc(std::string_view s) {
+  if (is_nfc_quick(s)) return std::string(s);
+  return nfc_utf8proc(s);
+}
+
+}  // namespace cosmos::utf8

@@ -38,6 +38,7 @@ struct SafetensorsHeader {
 //   safetensors.header_length    header length past the end of the file (or absurdly large)
 //   safetensors.header_json      header is not valid UTF-8 JSON object
 //   safetensors.tensor_entry     an entry lacks dtype/shape/data_offsets or has wrong types
+//                                (also: "__metadata__" not an object of strings)
 //   safetensors.dtype            unknown dtype string
 //   safetensors.size_mismatch    prod(shape) * dtype size != end - begin
 //   safetensors.offsets          begin > end, or an offset beyond the data section

@@ -1,0 +1,42 @@
+// Helpers shared by cosmos-cli subcommands.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cosmos/error.h"
+#include "cosmos/tokenizer.h"
+
+namespace cosmos::cli {
+
+// Each subcommand registers itself and returns the exit code when it runs.
+using RunFn = std::function<int()>;
+void register_tokenize(CLI::App& app, RunFn& run);
+void register_chat_prompt(CLI::App& app, RunFn& run);
+void register_inspect(CLI::App& app, RunFn& run);
+void register_make_test_model(CLI::App& app, RunFn& run);
+void register_bench_tokenizer(CLI::App& app, RunFn& run);
+
+// Exit codes (all below 128).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;     // bad input, unsupported model, I/O
+inline constexpr int kExitInternal = 3;  // bug or unexpected library failure
+
+// Prints "error: <message>" to stderr (and the log) and returns the exit code for it.
+int report(const Error& error);
+
+// Options --tokenizer FILE | --model DIR, shared by several subcommands.
+struct TokenizerSource {
+  std::string tokenizer;
+  std::string model;
+  void add_to(CLI::App& cmd);
+  Result<std::unique_ptr<Tokenizer>> load() const;
+};
+
+// Whole file ("-" is standard input).
+Result<std::string> read_text(const std::string& path);
+
+}  // namespace cosmos::cli

@@ -1,0 +1,40 @@
+// GPU memory needed to run a model at a precision with a context length: the estimator the app
+// shows next to each precision and `auto` uses to choose one. Assumptions (kept in one place):
+// - linear weights (q/k/v/o, gate/up/down) in the chosen format; fp8/int8 carry one fp32 scale per
+//   output row; int4 carries a bf16 scale and a bf16 zero point per group of 128 weights;
+// - lm_head is quantized like the linear weights (it is read every token; in int4 it would
+//   otherwise be a quarter of the bytes read); the embedding stays bf16 (one row per token);
+// - norms and biases stay bf16; the KV cache is bf16;
+// - workspace: activations of one prefill chunk plus fp32 logits and a 32 MiB GEMM workspace.
+#pragma once
+
+#include <cstdint>
+
+#include "cosmos/model_config.h"
+#include "cosmos/precision.h"
+
+namespace cosmos {
+
+struct MemoryEstimate {
+  std::uint64_t linear_weights = 0;  // q/k/v/o + MLP of all layers
+  std::uint64_t lm_head = 0;
+  std::uint64_t embedding = 0;
+  std::uint64_t small = 0;           // norms and biases
+  std::uint64_t kv_cache = 0;        // [layers, 2, kv_heads, context, head_dim] bf16
+  std::uint64_t workspace = 0;
+  std::uint64_t weights() const { return linear_weights + lm_head + embedding + small; }
+  std::uint64_t total() const { return weights() + kv_cache + workspace; }
+};
+
+struct EstimateOptions {
+  int context_tokens = 8192;
+  int batch = 1;
+  int prefill_chunk = 2048;
+};
+
+MemoryEstimate estimate_memory(const ModelConfig& config, Precision precision, const EstimateOptions& options = {});
+
+// Bytes of `rows x cols` linear weights stored in `precision` (scales included).
+std::uint64_t linear_weight_bytes(std::uint64_t rows, std::uint64_t cols, Precision precision);
+
+}  // namespace cosmos

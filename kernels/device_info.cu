@@ -1,0 +1,41 @@
+#include "kernels/device_info.cuh"
+
+#include <cuda_runtime.h>
+
+namespace cosmos::kernels {
+
+GpuQuery query_gpus() {
+  GpuQuery q;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    // Without an NVIDIA driver this is cudaErrorInsufficientDriver or cudaErrorNoDevice.
+    q.why_none = std::string("no usable NVIDIA GPU: ") + cudaGetErrorString(err);
+    cudaGetLastError();
+    return q;
+  }
+  if (count == 0) {
+    q.why_none = "no NVIDIA GPU found";
+    return q;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    GpuInfo g;
+    g.index = i;
+    g.name = p.name;
+    g.sm_major = p.major;
+    g.sm_minor = p.minor;
+    g.multiprocessors = p.multiProcessorCount;
+    g.total_bytes = p.totalGlobalMem;
+    if (cudaSetDevice(i) == cudaSuccess) {
+      std::size_t free_b = 0, total_b = 0;
+      if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) g.free_bytes = free_b;
+    }
+    q.gpus.push_back(g);
+  }
+  if (q.gpus.empty()) q.why_none = "could not read GPU properties";
+  return q;
+}
+
+}  // namespace cosmos::kernels

@@ -1,0 +1,26 @@
+// Which NVIDIA GPUs this process can use. "No GPU" (no driver, or a driver older than the runtime)
+// is a normal answer with a reason, not an error.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace cosmos::kernels {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int sm_major = 0, sm_minor = 0;
+  std::size_t total_bytes = 0, free_bytes = 0;
+  int multiprocessors = 0;
+};
+
+struct GpuQuery {
+  std::vector<GpuInfo> gpus;
+  std::string why_none;  // set when gpus is empty
+};
+
+GpuQuery query_gpus();
+
+}  // namespace cosmos::kernels

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs HERE (the development machine): builds the engine, cosmos-cli and the tests with CUDA and
+# without Qt (preset "gpu"), and packs the binaries, the Debian shared libraries they need that
+# Ubuntu 24.04 lacks, and the test tokenizer into .carry/ (git-ignored) for the GPU machine:
+#   tests/gpu/pack.sh && <device run, carry [".carry"]> tests/gpu/run.sh --prebuilt .carry
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cmake --preset gpu >/dev/null
+cmake --build --preset gpu
+rm -rf .carry && mkdir -p .carry/bin .carry/lib
+cp build/gpu/bin/* .carry/bin/
+# Libraries from Debian packages that the GPU machine does not have.
+for bin in .carry/bin/*; do
+  ldd "$bin" | awk '/=> \//{print $3}'
+done | sort -u | grep -E 'libspdlog|libfmt|libutf8proc|libsentencepiece|libprotobuf|libpcre2' \
+  | xargs -r -I{} cp -L {} .carry/lib/
+tok="${COSMOS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cosmos-chat}/test-tokenizer/tokenizer.json"
+cp "$tok" .carry/tokenizer.json
+# Where the binaries were built, so run.sh can recreate the compiled-in paths there.
+echo "$PWD" > .carry/source_dir
+echo "$tok" > .carry/tokenizer_path
+du -sh .carry

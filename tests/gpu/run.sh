@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, in one call: GPU tests, the unit tests, the tokenizer benchmark, and
+# (with --golden) the Hugging Face golden data. Logs go to $OUT; a short table is printed last.
+#   tests/gpu/run.sh --prebuilt .carry [--golden]
+# .carry comes from tests/gpu/pack.sh (binaries built on the development machine).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/cosmos-gpu-out}
+mkdir -p "$OUT"
+# $OUT brings back at most 8 files: per-test logs stay in $LOGS, $OUT gets tests.log, golden.log
+# and golden/ (6 files).
+LOGS=$(mktemp -d)
+prebuilt="" golden=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prebuilt) prebuilt=$2; shift 2 ;;
+    --golden) golden=1; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$prebuilt" ] || { echo "usage: tests/gpu/run.sh --prebuilt DIR [--golden]" >&2; exit 2; }
+
+bin="$prebuilt/bin"
+export LD_LIBRARY_PATH="$PWD/$prebuilt/lib:${LD_LIBRARY_PATH:-}"
+# Recreate the paths compiled into the test binaries (source tree, test tokenizer).
+src=$(cat "$prebuilt/source_dir")
+[ -e "$src" ] || { mkdir -p "$(dirname "$src")"; ln -s "$PWD" "$src"; }
+tokpath=$(cat "$prebuilt/tokenizer_path")
+mkdir -p "$(dirname "$tokpath")"; cp "$prebuilt/tokenizer.json" "$tokpath"
+mkdir -p "$src/build/gpu/bin" 2>/dev/null; cp -n "$bin"/* "$src/build/gpu/bin/" 2>/dev/null || true
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
+declare -A status
+for t in "$bin"/test_*; do
+  name=$(basename "$t")
+  "$t" --gtest_brief=1 >"$LOGS/$name.log" 2>&1
+  rc=$?
+  if grep -q '\[  SKIPPED \] [1-9]' "$LOGS/$name.log"; then status[$name]="skipped"
+  elif [ $rc = 0 ]; then status[$name]="passed"; else status[$name]="FAILED"; fi
+done
+cat "$LOGS"/test_*.log > "$OUT/tests.log"
+
+"$bin/cosmos-cli" bench-tokenizer --tokenizer "$tokpath" --mb 1 --reps 3 --json >"$LOGS/bench_tokenizer.json" 2>&1
+bench_mbs=$(python3 -c "import json;print('%.1f'%json.load(open('$LOGS/bench_tokenizer.json'))['encode_mb_per_s'])" 2>/dev/null)
+
+golden_status="not run"
+if [ $golden = 1 ]; then
+  tiny=/tmp/cosmos-tiny tiny_lm=/tmp/cosmos-tiny-lm
+  "$bin/cosmos-cli" make-test-model --preset tiny --seed 1 --shards 2 -q --tokenizer "$tokpath" --out "$tiny"
+  "$bin/cosmos-cli" make-test-model --preset tiny --seed 1 --shards 3 --layout language_model -q \
+    --tokenizer "$tokpath" --out "$tiny_lm"
+  PYTHONUNBUFFERED=1 python3 tests/golden/make_golden.py --tokenizer "$tokpath" --data tests/data \
+    --out "$OUT/golden" --tiny-model "$tiny" --tiny-model-lm "$tiny_lm" --seed 1 >"$OUT/golden.log" 2>&1 \
+    && golden_status="written to \$OUT/golden" || golden_status="FAILED (see golden.log)"
+  tail -5 "$OUT/golden.log"
+fi
+
+echo
+echo "== Cosmos Chat GPU run =="
+printf '%-32s %s\n' "GPU" "$(cat "$LOGS/gpu.txt")"
+for k in $(echo "${!status[@]}" | tr ' ' '\n' | sort); do printf '%-32s %s\n' "$k" "${status[$k]}"; done
+printf '%-32s %s\n' "tokenizer encode MB/s (1 core)" "${bench_mbs:-?}"
+printf '%-32s %s\n' "HF golden data" "$golden_status"
+for k in "${!status[@]}"; do [ "${status[$k]}" = FAILED ] && exit 1; done
+exit 0

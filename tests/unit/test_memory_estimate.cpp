@@ -1,0 +1,69 @@
+// The GPU memory estimator: exact byte counts from the model shape.
+#include <gtest/gtest.h>
+
+#include "cosmos/memory_estimate.h"
+
+namespace cosmos {
+namespace {
+
+// Linear parameters of the 7B text model: per layer q,o 3584^2, k,v 512x3584, MLP 3 x 18944x3584.
+constexpr std::uint64_t kLayerLinear = 2ull * 3584 * 3584 + 2ull * 512 * 3584 + 3ull * 18944 * 3584;
+constexpr std::uint64_t kLinear = 28 * kLayerLinear;
+constexpr std::uint64_t kVocabRows = 152064ull * 3584;
+
+TEST(MemoryEstimate, Bf16WeightsAreTwoBytesPerParameter) {
+  const auto e = estimate_memory(cosmos_reason1_7b_config(), Precision::bf16);
+  EXPECT_EQ(e.linear_weights, kLinear * 2);
+  EXPECT_EQ(e.lm_head, kVocabRows * 2);
+  EXPECT_EQ(e.embedding, kVocabRows * 2);
+  // norms 2 per layer + final, biases q/k/v
+  EXPECT_EQ(e.small, (28ull * (2 * 3584 + 3584 + 512 + 512) + 3584) * 2);
+  EXPECT_NEAR(static_cast<double>(e.weights()) / 1e9, 15.23, 0.01);  // DESIGN.md §4: ~15.2 GB
+}
+
+TEST(MemoryEstimate, QuantizedFormatsCarryTheirScales) {
+  const ModelConfig c = cosmos_reason1_7b_config();
+  const auto i8 = estimate_memory(c, Precision::int8);
+  const auto f8 = estimate_memory(c, Precision::fp8);
+  const auto i4 = estimate_memory(c, Precision::int4);
+  const std::uint64_t rows_per_layer = 3584 + 512 + 512 + 3584 + 18944 + 18944 + 3584;
+  EXPECT_EQ(i8.linear_weights, kLinear + 28 * rows_per_layer * 4);
+  EXPECT_EQ(f8.linear_weights, i8.linear_weights);
+  // int4: half a byte per weight + 4 bytes per group of 128.
+  EXPECT_EQ(i4.linear_weights, kLinear / 2 + kLinear / 128 * 4);
+  EXPECT_EQ(i4.lm_head, kVocabRows / 2 + kVocabRows / 128 * 4);
+  EXPECT_EQ(i4.embedding, kVocabRows * 2);  // embedding stays bf16
+  EXPECT_LT(i4.weights(), i8.weights());
+  EXPECT_LT(i8.weights(), estimate_memory(c, Precision::fp16).weights());
+}
+
+class KvCache : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(KvCache, Is56KiBPerTokenPerSequence) {
+  const auto [context, batch] = GetParam();
+  EstimateOptions o;
+  o.context_tokens = context;
+  o.batch = batch;
+  const auto e = estimate_memory(cosmos_reason1_7b_config(), Precision::bf16, o);
+  // 28 layers x (K + V) x 4 KV heads x 128 dims x 2 bytes = 57,344 bytes per token.
+  EXPECT_EQ(e.kv_cache, 57344ull * context * batch);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, KvCache,
+                         ::testing::Values(std::pair{1, 1}, std::pair{4096, 1}, std::pair{8192, 1},
+                                           std::pair{32768, 1}, std::pair{2048, 8}));
+
+TEST(MemoryEstimate, Int4At8kFitsAnEightGigabyteCard) {
+  EstimateOptions o;
+  o.context_tokens = 8192;
+  const auto e = estimate_memory(cosmos_reason1_7b_config(), Precision::int4, o);
+  EXPECT_LT(e.total(), 6ull * 1000 * 1000 * 1000);  // DESIGN.md §5: <= 6 GB total
+}
+
+TEST(Precision, NamesRoundTrip) {
+  for (Precision p : kAllPrecisions) EXPECT_EQ(precision_from_string(to_string(p)), p);
+  EXPECT_FALSE(precision_from_string("int3").has_value());
+}
+
+}  // namespace
+}  // namespace cosmos
