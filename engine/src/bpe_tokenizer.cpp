@@ -192,28 +192,63 @@ class PieceCache {
 // ---------------------------------------------------------------------------------------------
 // The pre-tokenizer regex (PCRE2, JIT when available).
 
-// HF runs the pattern with Oniguruma. Where Oniguruma and PCRE2 (UTF + UCP) disagree, rewrite here.
-// Known difference: PCRE2's \s also matches U+180E; Oniguruma's is exactly Unicode White_Space.
-// So \s (and \S outside classes) become explicit sets. Everything else passes through unchanged.
+// HF runs the pattern with Oniguruma (Unicode 16 data in current releases); PCRE2 10.42 knows
+// Unicode 14 and its \s differs slightly. translate_pattern() rewrites the few escapes where the two
+// disagree so that pieces match HF exactly (checked code point by code point against HF):
+//   \s, \S  -> Unicode White_Space exactly (PCRE2's \s also matches U+180E);
+//   \p{L}   -> plus the letters assigned in Unicode 15 and 16;
+//   \p{N}   -> plus the digits and numbers assigned in Unicode 15 and 16.
+// Extra ranges are harmless with a newer PCRE2. Everything else passes through unchanged.
+struct EscapeRewrite {
+  std::string_view escape;  // as written in the pattern
+  std::string_view set;     // class contents that replace it (without the brackets)
+  bool negated;             // the escape means "not in set" (only usable outside a class)
+};
+
+constexpr std::string_view kWhiteSpace =
+    R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+constexpr std::string_view kLetters =
+    R"(\p{L}\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3}\x{10D4A}-\x{10D65})"
+    R"(\x{10D6F}-\x{10D85}\x{10EC2}-\x{10EC4}\x{1123F}-\x{11240}\x{11380}-\x{11389}\x{1138B}\x{1138E})"
+    R"(\x{11390}-\x{113B5}\x{113B7}\x{113D1}\x{113D3}\x{11BC0}-\x{11BE0}\x{11F02}\x{11F04}-\x{11F10})"
+    R"(\x{11F12}-\x{11F33}\x{1342F}\x{13441}-\x{13446}\x{13460}-\x{143FA}\x{16100}-\x{1611D})"
+    R"(\x{16D40}-\x{16D6C}\x{18CFF}\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A}\x{1E030}-\x{1E06D})"
+    R"(\x{1E4D0}-\x{1E4EB}\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2B739}\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})";
+constexpr std::string_view kNumbers =
+    R"(\p{N}\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59})"
+    R"(\x{16130}-\x{16139}\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9})"
+    R"(\x{1E5F1}-\x{1E5FA})";
+constexpr std::array<EscapeRewrite, 4> kRewrites = {{
+    {R"(\s)", kWhiteSpace, false},
+    {R"(\S)", kWhiteSpace, true},
+    {R"(\p{L})", kLetters, false},
+    {R"(\p{N})", kNumbers, false},
+}};
+
 std::string translate_pattern(std::string_view p) {
-  const std::string ws =
-      "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
-      "\\x{202F}\\x{205F}\\x{3000}";
   std::string out;
   bool in_class = false;
   for (std::size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
     const char next = i + 1 < p.size() ? p[i + 1] : '\0';
     if (c == '\\' && next != '\0') {
-      if (next == 's') {
-        out += in_class ? ws : "[" + ws + "]";
-      } else if (next == 'S' && !in_class) {
-        out += "[^" + ws + "]";
-      } else {
+      const auto rule = std::find_if(kRewrites.begin(), kRewrites.end(), [&](const EscapeRewrite& r) {
+        return p.substr(i).starts_with(r.escape) && !(r.negated && in_class);
+      });
+      if (rule != kRewrites.end()) {
+        if (in_class) {
+          out += rule->set;
+        } else {
+          out += rule->negated ? "[^" : "[";
+          out += rule->set;
+          out += ']';
+        }
+        i += rule->escape.size() - 1;
+      } else {  // any other escape is copied as is (its two characters)
         out += c;
         out += next;
+        ++i;
       }
-      ++i;
       continue;
     }
     if (!in_class && c == '[') {

@@ -251,9 +251,55 @@ bool is_nfc_quick(std::string_view s) {
   return true;
 }
 
+namespace {
+
+// Hugging Face normalizes with the unicode-normalization-alignments crate, whose tables are from
+// Unicode 9: it gives combining class 0 to the combining marks assigned since (and does not know the
+// one composition added since, U+11935 U+11930 -> U+11938). To produce the same text, these code
+// points are passed through untouched and NFC is applied to the text between them: a class-0
+// character that composes with nothing is a boundary that NFC never crosses. The list was obtained
+// by comparing HF's NFC with utf8proc's on every mark and composition utf8proc knows.
+constexpr std::pair<char32_t, char32_t> kHfUnknownMarks[] = {
+    {0x07FD, 0x07FD}, {0x0898, 0x089F}, {0x08CA, 0x08D3}, {0x09FE, 0x09FE}, {0x0C3C, 0x0C3C},
+    {0x0D3B, 0x0D3C}, {0x0EBA, 0x0EBA}, {0x1715, 0x1715}, {0x1ABF, 0x1ACE}, {0x1DF6, 0x1DFA},
+    {0xA82C, 0xA82C}, {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF},
+    {0x10F46, 0x10F50}, {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x1133B, 0x1133B},
+    {0x1145E, 0x1145E}, {0x11839, 0x1183A}, {0x11930, 0x11930}, {0x1193D, 0x1193E},
+    {0x11943, 0x11943}, {0x119E0, 0x119E0}, {0x11A34, 0x11A34}, {0x11A47, 0x11A47},
+    {0x11A99, 0x11A99}, {0x11D42, 0x11D42}, {0x11D44, 0x11D45}, {0x11D97, 0x11D97},
+    {0x11F41, 0x11F42}, {0x16FF0, 0x16FF1}, {0x1E08F, 0x1E08F}, {0x1E130, 0x1E136},
+    {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF}, {0x1E4EC, 0x1E4EF},
+};
+
+bool hf_unknown_mark(char32_t cp) {
+  if (cp < kHfUnknownMarks[0].first) return false;
+  for (const auto& [lo, hi] : kHfUnknownMarks) {
+    if (cp < lo) return false;
+    if (cp <= hi) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string nfc(std::string_view s) {
   if (is_nfc_quick(s)) return std::string(s);
-  return nfc_utf8proc(s);
+  std::string out;
+  out.reserve(s.size());
+  std::size_t part = 0;  // start of the text not yet normalized
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t len = 0;
+    const char32_t cp = decode_at(s, i, len);
+    if (hf_unknown_mark(cp)) {
+      out += nfc_utf8proc(s.substr(part, i - part));
+      out.append(s.substr(i, len));
+      part = i + len;
+    }
+    i += len;
+  }
+  if (part == 0) return nfc_utf8proc(s);
+  out += nfc_utf8proc(s.substr(part));
+  return out;
 }
 
 }  // namespace cosmos::utf8

@@ -124,7 +124,9 @@ const char* to_string(TensorLayout layout) {
 }
 
 std::string canonical_tensor_name(std::string_view stored) {
-  if (stored.starts_with(kLanguageModelPrefix)) return "model." + std::string(stored.substr(kLanguageModelPrefix.size()));
+  if (stored.starts_with(kLanguageModelPrefix)) {
+    return "model." + std::string(stored.substr(kLanguageModelPrefix.size()));
+  }
   if (stored.starts_with(kVisualPrefix)) return "visual." + std::string(stored.substr(kVisualPrefix.size()));
   return std::string(stored);
 }
@@ -134,10 +136,10 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& model_dir) {
   ck.dir_ = model_dir;
   std::error_code ec;
   if (!std::filesystem::is_directory(model_dir, ec)) {
+    const char* what = std::filesystem::exists(model_dir, ec) ? " is not a folder" : " does not exist";
     return make_error(ErrorCategory::bad_input, "checkpoint.no_weights",
-                      model_dir.string() + (std::filesystem::exists(model_dir, ec) ? " is not a folder" : " does not exist") +
-                          " (expected a model folder with " + kSingleName +
-                          " or " + kIndexName + ")");
+                      model_dir.string() + what + " (expected a model folder with " + kSingleName + " or " +
+                          kIndexName + ")");
   }
 
   // (shard index, stored name) for every tensor of the checkpoint.
@@ -255,8 +257,8 @@ Status Checkpoint::validate_text_model(const ModelConfig& config) const {
     const CheckpointTensor* t = find(e.name);
     if (t->info.shape != e.shape) {
       return make_error(ErrorCategory::bad_input, "checkpoint.shape",
-                        dir_.string() + ": tensor '" + e.name + "' (stored as '" + t->info.name + "') has shape " + shape_text(t->info.shape) +
-                            " but config.json implies " + shape_text(e.shape));
+                        dir_.string() + ": tensor '" + e.name + "' (stored as '" + t->info.name + "') has shape " +
+                            shape_text(t->info.shape) + " but config.json implies " + shape_text(e.shape));
     }
     const DType d = t->info.dtype;
     if (d != DType::bf16 && d != DType::f16 && d != DType::f32) {

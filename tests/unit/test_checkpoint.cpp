@@ -307,6 +307,7 @@ TEST(CheckpointErrors, TensorMissingFromItsShard) {
   const auto r = Checkpoint::open(dir.path());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "checkpoint.missing_in_shard");
+  EXPECT_EQ(r.error().category, ErrorCategory::bad_input);
   EXPECT_TRUE(contains(r.error().message, "'lm_head.weight'")) << r.error().message;
   const auto it = std::find_if(specs.begin(), specs.end(), [](const Spec& s) { return s.stored == "lm_head.weight"; });
   EXPECT_TRUE(contains(r.error().message, it->shard)) << r.error().message;
@@ -320,6 +321,7 @@ TEST(CheckpointErrors, TwoStoredNamesForOneCanonicalName) {
   const auto r = Checkpoint::open(dir.path());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "checkpoint.duplicate");
+  EXPECT_TRUE(contains(r.error().message, dir.path().string())) << r.error().message;
   EXPECT_TRUE(contains(r.error().message, "model.norm.weight")) << r.error().message;
   EXPECT_TRUE(contains(r.error().message, "model.language_model.norm.weight")) << r.error().message;
 }
@@ -437,6 +439,7 @@ TEST_P(ValidateLayouts, MissingTensorNamesCanonicalAndStoredName) {
   const auto st = ck->validate_text_model(c);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, "checkpoint.missing_tensor");
+  EXPECT_TRUE(contains(st.error().message, dir.path().string())) << st.error().message;
   EXPECT_TRUE(contains(st.error().message, "'" + canonical + "'")) << st.error().message;
   EXPECT_TRUE(contains(st.error().message, "'" + stored + "'")) << st.error().message;
 }
@@ -453,6 +456,7 @@ TEST_P(ValidateLayouts, WrongShapeGivesBothShapes) {
   const auto st = ck->validate_text_model(c);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, "checkpoint.shape");
+  EXPECT_TRUE(contains(st.error().message, dir.path().string())) << st.error().message;
   EXPECT_TRUE(contains(st.error().message, "model.layers.0.self_attn.k_proj.weight")) << st.error().message;
   EXPECT_TRUE(contains(st.error().message, "[32, 32]")) << st.error().message;
   EXPECT_TRUE(contains(st.error().message, "[16, 32]")) << st.error().message;
@@ -476,10 +480,32 @@ TEST(ValidateTextModel, FloatDTypesAcceptedOthersRejected) {
     EXPECT_EQ(st.ok(), readable) << dtype_name(d);
     if (!readable && !st.ok()) {
       EXPECT_EQ(st.error().code, "checkpoint.dtype");
+      EXPECT_EQ(st.error().category, ErrorCategory::unsupported_model);
+      EXPECT_TRUE(contains(st.error().message, dir.path().string())) << st.error().message;
       EXPECT_TRUE(contains(st.error().message, "model.norm.weight")) << st.error().message;
       EXPECT_TRUE(contains(st.error().message, std::string(dtype_name(d)))) << st.error().message;
     }
   }
+}
+
+TEST(ValidateTextModel, TinyTestConfigInLanguageModelLayout) {
+  // The shapes make-test-model uses (real vocabulary, so ~40 MB of embeddings), in the newer layout
+  // with the vision tower alongside: vision tensors do not disturb the text validation.
+  TempDir dir;
+  const ModelConfig c = tiny_test_config();
+  std::vector<Spec> specs;
+  for (const auto& e : text_model_tensors(c)) specs.push_back({to_stored(TensorLayout::language_model, e.name), DType::bf16, e.shape});
+  for (const auto& e : vision_tensors(c)) specs.push_back({to_stored(TensorLayout::language_model, e.name), DType::bf16, e.shape});
+  write_checkpoint(dir.path(), specs, false);
+  auto ck = Checkpoint::open(dir.path());
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  EXPECT_EQ(ck->layout(), TensorLayout::language_model);
+  const auto st = ck->validate_text_model(c);
+  EXPECT_TRUE(st.ok()) << st.error().message;
+  const CheckpointTensor* emb = ck->find("model.embed_tokens.weight");
+  ASSERT_NE(emb, nullptr);
+  EXPECT_EQ(emb->info.shape, (std::vector<std::int64_t>{c.vocab_size, c.hidden_size}));
+  EXPECT_NE(ck->find("visual.patch_embed.proj.weight"), nullptr);
 }
 
 TEST(ValidateTextModel, VisionOnlyCheckpointReportsHowManyAreMissing) {

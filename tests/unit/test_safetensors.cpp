@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,11 @@ std::string tensor_json(const std::string& dtype, const std::string& shape, cons
   return R"({"dtype":")" + dtype + R"(","shape":)" + shape + R"(,"data_offsets":)" + offsets + "}";
 }
 
+// A file with one tensor "w" and `data_size` data bytes.
+Bytes single(const std::string& dtype, const std::string& shape, const std::string& offsets, std::size_t data_size) {
+  return craft(R"({"w":)" + tensor_json(dtype, shape, offsets) + "}", data_size);
+}
+
 std::vector<BadCase> bad_cases() {
   const std::string big = std::to_string(1ull << 32);
   return {
@@ -125,35 +132,35 @@ std::vector<BadCase> bad_cases() {
       {"entry_missing_offsets", craft(R"({"w":{"dtype":"F32","shape":[1]}})", 4), "safetensors.tensor_entry", "w"},
       {"entry_dtype_number", craft(R"({"w":{"dtype":3,"shape":[1],"data_offsets":[0,4]}})", 4),
        "safetensors.tensor_entry", "w"},
-      {"entry_shape_not_array", craft(R"({"w":)" + tensor_json("F32", "4", "[0,4]") + "}", 4), "safetensors.tensor_entry", "w"},
-      {"entry_shape_float", craft(R"({"w":)" + tensor_json("F32", "[1.0]", "[0,4]") + "}", 4), "safetensors.tensor_entry", "w"},
-      {"entry_shape_string", craft(R"({"w":)" + tensor_json("F32", R"(["1"])", "[0,4]") + "}", 4), "safetensors.tensor_entry", "w"},
-      {"entry_shape_negative", craft(R"({"w":)" + tensor_json("F32", "[-1]", "[0,4]") + "}", 4), "safetensors.tensor_entry", "w"},
-      {"entry_shape_overflow", craft(R"({"w":)" + tensor_json("U8", "[" + big + "," + big + "," + big + "]", "[0,4]") + "}", 4),
+      {"entry_shape_not_array", single("F32", "4", "[0,4]", 4), "safetensors.tensor_entry", "w"},
+      {"entry_shape_float", single("F32", "[1.0]", "[0,4]", 4), "safetensors.tensor_entry", "w"},
+      {"entry_shape_string", single("F32", R"(["1"])", "[0,4]", 4), "safetensors.tensor_entry", "w"},
+      {"entry_shape_negative", single("F32", "[-1]", "[0,4]", 4), "safetensors.tensor_entry", "w"},
+      {"entry_shape_overflow", single("U8", "[" + big + "," + big + "," + big + "]", "[0,4]", 4),
        "safetensors.tensor_entry", "w"},
-      {"entry_dim_over_int64", craft(R"({"w":)" + tensor_json("U8", "[9223372036854775808]", "[0,4]") + "}", 4),
+      {"entry_dim_over_int64", single("U8", "[9223372036854775808]", "[0,4]", 4),
        "safetensors.tensor_entry", "w"},
-      {"entry_dim_beyond_uint64", craft(R"({"w":)" + tensor_json("U8", "[99999999999999999999999]", "[0,4]") + "}", 4),
+      {"entry_dim_beyond_uint64", single("U8", "[99999999999999999999999]", "[0,4]", 4),
        "safetensors.tensor_entry", "w"},
-      {"entry_bytes_overflow", craft(R"({"w":)" + tensor_json("F32", "[4611686018427387904]", "[0,4]") + "}", 4),
+      {"entry_bytes_overflow", single("F32", "[4611686018427387904]", "[0,4]", 4),
        "safetensors.tensor_entry", "w"},
-      {"entry_offsets_one", craft(R"({"w":)" + tensor_json("F32", "[1]", "[4]") + "}", 4), "safetensors.tensor_entry", "w"},
-      {"entry_offsets_three", craft(R"({"w":)" + tensor_json("F32", "[1]", "[0,4,8]") + "}", 4), "safetensors.tensor_entry", "w"},
-      {"entry_offsets_negative", craft(R"({"w":)" + tensor_json("F32", "[1]", "[-4,0]") + "}", 4), "safetensors.tensor_entry", "w"},
-      {"entry_offsets_float", craft(R"({"w":)" + tensor_json("F32", "[1]", "[0,4.0]") + "}", 4), "safetensors.tensor_entry", "w"},
-      {"entry_offsets_not_array", craft(R"({"w":)" + tensor_json("F32", "[1]", R"({"a":0})") + "}", 4), "safetensors.tensor_entry", "w"},
+      {"entry_offsets_one", single("F32", "[1]", "[4]", 4), "safetensors.tensor_entry", "w"},
+      {"entry_offsets_three", single("F32", "[1]", "[0,4,8]", 4), "safetensors.tensor_entry", "w"},
+      {"entry_offsets_negative", single("F32", "[1]", "[-4,0]", 4), "safetensors.tensor_entry", "w"},
+      {"entry_offsets_float", single("F32", "[1]", "[0,4.0]", 4), "safetensors.tensor_entry", "w"},
+      {"entry_offsets_not_array", single("F32", "[1]", R"({"a":0})", 4), "safetensors.tensor_entry", "w"},
       {"metadata_not_object", craft(R"({"__metadata__":[1]})", 0), "safetensors.tensor_entry", "__metadata__"},
       {"metadata_value_number", craft(R"({"__metadata__":{"format":1}})", 0), "safetensors.tensor_entry", "__metadata__"},
-      {"dtype_unknown", craft(R"({"w":)" + tensor_json("F128", "[1]", "[0,16]") + "}", 16), "safetensors.dtype", "w"},
-      {"dtype_lowercase", craft(R"({"w":)" + tensor_json("bf16", "[1]", "[0,2]") + "}", 2), "safetensors.dtype", "w"},
-      {"size_mismatch_short", craft(R"({"w":)" + tensor_json("F32", "[2]", "[0,4]") + "}", 8), "safetensors.size_mismatch", "w"},
-      {"size_mismatch_long", craft(R"({"w":)" + tensor_json("BF16", "[2,2]", "[0,16]") + "}", 16), "safetensors.size_mismatch", "w"},
-      {"offsets_begin_after_end", craft(R"({"w":)" + tensor_json("F32", "[1]", "[8,4]") + "}", 8), "safetensors.offsets", "w"},
+      {"dtype_unknown", single("F128", "[1]", "[0,16]", 16), "safetensors.dtype", "w"},
+      {"dtype_lowercase", single("bf16", "[1]", "[0,2]", 2), "safetensors.dtype", "w"},
+      {"size_mismatch_short", single("F32", "[2]", "[0,4]", 8), "safetensors.size_mismatch", "w"},
+      {"size_mismatch_long", single("BF16", "[2,2]", "[0,16]", 16), "safetensors.size_mismatch", "w"},
+      {"offsets_begin_after_end", single("F32", "[1]", "[8,4]", 8), "safetensors.offsets", "w"},
       {"offsets_beyond_with_gap", craft(R"({"a":)" + tensor_json("F32", "[1]", "[0,4]") + R"(,"b":)" +
                                             tensor_json("F32", "[1]", "[8,12]") + "}", 4),
        "safetensors.offsets", "b"},
-      {"offsets_beyond_gap_at_start", craft(R"({"w":)" + tensor_json("F32", "[1]", "[4,8]") + "}", 4), "safetensors.offsets", "w"},
-      {"offsets_zero_size_beyond", craft(R"({"w":)" + tensor_json("F32", "[0]", "[100,100]") + "}", 0), "safetensors.offsets", "w"},
+      {"offsets_beyond_gap_at_start", single("F32", "[1]", "[4,8]", 4), "safetensors.offsets", "w"},
+      {"offsets_zero_size_beyond", single("F32", "[0]", "[100,100]", 0), "safetensors.offsets", "w"},
       {"overlap_partial", craft(R"({"a":)" + tensor_json("F32", "[2]", "[0,8]") + R"(,"b":)" +
                                     tensor_json("F32", "[2]", "[4,12]") + "}", 12),
        "safetensors.overlap", "b"},
@@ -166,7 +173,7 @@ std::vector<BadCase> bad_cases() {
       {"truncated_mid_tensor", craft(R"({"a":)" + tensor_json("F32", "[1]", "[0,4]") + R"(,"b":)" +
                                          tensor_json("F32", "[1]", "[4,8]") + "}", 6),
        "safetensors.truncated", "b"},
-      {"truncated_no_data", craft(R"({"w":)" + tensor_json("BF16", "[8]", "[0,16]") + "}", 0), "safetensors.truncated", "w"},
+      {"truncated_no_data", single("BF16", "[8]", "[0,16]", 0), "safetensors.truncated", "w"},
   };
 }
 
@@ -309,7 +316,7 @@ TEST(Safetensors, ZeroSizeAndScalarTensors) {
 }
 
 TEST(Safetensors, OnlyZeroSizeTensorAndNoData) {
-  const auto r = parse_safetensors(craft(R"({"w":)" + tensor_json("F32", "[0]", "[0,0]") + "}", 0), "z");
+  const auto r = parse_safetensors(single("F32", "[0]", "[0,0]", 0), "z");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->tensors.size(), 1u);
 }
@@ -443,7 +450,7 @@ TEST(SafetensorsFile, EmptyFileMapsToEmptySpanAndIsTooSmall) {
 TEST(SafetensorsFile, MalformedFileErrorNamesPath) {
   TempDir dir;
   const fs::path p = dir.path() / "trunc.safetensors";
-  write_bytes(p, craft(R"({"w":)" + tensor_json("BF16", "[8]", "[0,16]") + "}", 3));
+  write_bytes(p, single("BF16", "[8]", "[0,16]", 3));
   const auto r = SafetensorsFile::open(p);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "safetensors.truncated");
@@ -488,6 +495,7 @@ TEST(Safetensors, RandomMutationsNeverCrash) {
   std::mt19937 rng(12345);
   const char interesting[] = "{}[]\":,-0123456789eE. \\\xff\x80";
   int accepted = 0;
+  std::set<std::string> codes;
   for (int iter = 0; iter < 2000; ++iter) {
     Bytes m = seed;
     const int kind = static_cast<int>(rng() % 5);
@@ -520,13 +528,21 @@ TEST(Safetensors, RandomMutationsNeverCrash) {
         ASSERT_EQ(t.numel() * dtype_size(t.dtype), t.nbytes) << "iteration " << iter;
       }
     } else {
-      ASSERT_FALSE(r.error().code.empty());
+      codes.insert(r.error().code);
+      ASSERT_TRUE(r.error().code.starts_with("safetensors.")) << r.error().code;
       ASSERT_NE(r.error().message.find("mutant"), std::string::npos) << r.error().message;
     }
   }
   // Some mutations stay valid (a flipped letter in a name or in the metadata, bytes cut from the
   // end of a file whose last tensor is empty...); most must be rejected.
   EXPECT_LT(accepted, 2000);
+  // The mutations reach well past the length prefix into the per-tensor checks.
+  std::string seen;
+  for (const auto& c : codes) seen += c + " ";
+  EXPECT_GE(codes.size(), 6u) << seen;
+  EXPECT_TRUE(codes.count("safetensors.truncated")) << seen;
+  EXPECT_TRUE(codes.count("safetensors.header_json")) << seen;
+  std::printf("mutations: %d accepted; codes seen: %s\n", accepted, seen.c_str());
 }
 
 }  // namespace
