@@ -51,10 +51,14 @@ class AddedMatcher {
   }
   bool empty() const { return empty_; }
 
-  // Calls on_text(segment) for the text between matches and on_token(id) for each match. Special
-  // tokens are matched but left as text unless parse_special (as HF's encode_special_tokens does).
+  // Calls on_text(segment) for the text between matches and on_token(id) for each match. Without
+  // parse_special nothing is matched (the Tokenizer contract: added tokens are then ordinary text).
   template <typename OnText, typename OnToken>
   void split(std::string_view text, bool parse_special, OnText&& on_text, OnToken&& on_token) const {
+    if (!parse_special || empty_) {
+      on_text(text);
+      return;
+    }
     std::size_t text_start = 0;
     std::size_t i = 0;
     while (i < text.size()) {
@@ -67,10 +71,6 @@ class AddedMatcher {
       }
       if (hit == nullptr) {
         ++i;
-        continue;
-      }
-      if (hit->special && !parse_special) {
-        i += hit->content.size();  // stays text; matching resumes after it
         continue;
       }
       if (i > text_start) on_text(text.substr(text_start, i - text_start));
@@ -126,7 +126,7 @@ class MergeTable {
  private:
   static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
   static std::uint64_t make_key(TokenId a, TokenId b) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+    return (std::uint64_t{static_cast<std::uint32_t>(a)} << 32) | static_cast<std::uint32_t>(b);
   }
   std::size_t hash(std::uint64_t key) const {
     return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask_;
@@ -190,87 +190,7 @@ class PieceCache {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The pre-tokenizer regex (PCRE2, JIT when available).
-
-// HF runs the pattern with Oniguruma (Unicode 16 data in current releases); PCRE2 10.42 knows
-// Unicode 14 and its \s differs slightly. translate_pattern() rewrites the few escapes where the two
-// disagree so that pieces match HF exactly (checked code point by code point against HF):
-//   \s, \S  -> Unicode White_Space exactly (PCRE2's \s also matches U+180E);
-//   \p{L}   -> plus the letters assigned in Unicode 15 and 16;
-//   \p{N}   -> plus the digits and numbers assigned in Unicode 15 and 16.
-// Extra ranges are harmless with a newer PCRE2. Everything else passes through unchanged.
-struct EscapeRewrite {
-  std::string_view escape;  // as written in the pattern
-  std::string_view set;     // class contents that replace it (without the brackets)
-  bool negated;             // the escape means "not in set" (only usable outside a class)
-};
-
-constexpr std::string_view kWhiteSpace =
-    R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
-constexpr std::string_view kLetters =
-    R"(\p{L}\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3}\x{10D4A}-\x{10D65})"
-    R"(\x{10D6F}-\x{10D85}\x{10EC2}-\x{10EC4}\x{1123F}-\x{11240}\x{11380}-\x{11389}\x{1138B}\x{1138E})"
-    R"(\x{11390}-\x{113B5}\x{113B7}\x{113D1}\x{113D3}\x{11BC0}-\x{11BE0}\x{11F02}\x{11F04}-\x{11F10})"
-    R"(\x{11F12}-\x{11F33}\x{1342F}\x{13441}-\x{13446}\x{13460}-\x{143FA}\x{16100}-\x{1611D})"
-    R"(\x{16D40}-\x{16D6C}\x{18CFF}\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A}\x{1E030}-\x{1E06D})"
-    R"(\x{1E4D0}-\x{1E4EB}\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2B739}\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})";
-constexpr std::string_view kNumbers =
-    R"(\p{N}\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59})"
-    R"(\x{16130}-\x{16139}\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9})"
-    R"(\x{1E5F1}-\x{1E5FA})";
-constexpr std::array<EscapeRewrite, 4> kRewrites = {{
-    {R"(\s)", kWhiteSpace, false},
-    {R"(\S)", kWhiteSpace, true},
-    {R"(\p{L})", kLetters, false},
-    {R"(\p{N})", kNumbers, false},
-}};
-
-std::string translate_pattern(std::string_view p) {
-  std::string out;
-  bool in_class = false;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    const char c = p[i];
-    const char next = i + 1 < p.size() ? p[i + 1] : '\0';
-    if (c == '\\' && next != '\0') {
-      const auto rule = std::find_if(kRewrites.begin(), kRewrites.end(), [&](const EscapeRewrite& r) {
-        return p.substr(i).starts_with(r.escape) && !(r.negated && in_class);
-      });
-      if (rule != kRewrites.end()) {
-        if (in_class) {
-          out += rule->set;
-        } else {
-          out += rule->negated ? "[^" : "[";
-          out += rule->set;
-          out += ']';
-        }
-        i += rule->escape.size() - 1;
-      } else {  // any other escape is copied as is (its two characters)
-        out += c;
-        out += next;
-        ++i;
-      }
-      continue;
-    }
-    if (!in_class && c == '[') {
-      in_class = true;
-      out += c;
-      if (next == '^') out += p[++i];
-      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];  // a leading ']' is literal
-      continue;
-    }
-    if (in_class && c == '[' && next == ':') {  // POSIX class such as [:alpha:]
-      const std::size_t end = p.find(":]", i + 2);
-      if (end != std::string_view::npos) {
-        out.append(p.substr(i, end + 2 - i));
-        i = end + 1;
-        continue;
-      }
-    }
-    if (in_class && c == ']') in_class = false;
-    out += c;
-  }
-  return out;
-}
+// The pre-tokenizer regex (PCRE2, JIT when available; see hf_compat::translate_pattern).
 
 pcre2_jit_stack* thread_jit_stack(void*) {
   struct Holder {
@@ -369,7 +289,8 @@ void BpeTokenizer::Impl::encode_normalized(std::string_view text, std::vector<To
   std::size_t pos = 0;   // where the next search starts
   std::size_t done = 0;  // end of the text already emitted
   while (pos < text.size()) {
-    int rc = jit ? pcre2_jit_match(regex.get(), subject, text.size(), pos, 0, md.get(), match_context.get())
+    int rc = jit ? pcre2_jit_match(regex.get(), subject, text.size(), pos, 0, md.get(),
+                                   match_context.get())
                  : PCRE2_ERROR_JIT_BADOPTION;
     if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {  // no JIT, or its stack ran out: the interpreter
       rc = pcre2_match(regex.get(), subject, text.size(), pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
@@ -384,6 +305,7 @@ void BpeTokenizer::Impl::encode_normalized(std::string_view text, std::vector<To
       encode_piece(text.substr(start, end - start), out);
       pos = done = end;
     } else {  // an empty match: step over one character
+      if (start >= text.size()) break;
       done = start;
       pos = start + utf8::step(text, start).length;
     }
@@ -428,13 +350,15 @@ void BpeTokenizer::Impl::bpe(std::string_view piece, std::vector<TokenId>& out) 
     TokenId merged;
     bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
+  constexpr std::size_t kKeepScratch = 1 << 16;
   thread_local std::vector<Symbol> symbols;
   thread_local std::vector<Candidate> heap;
   const auto n = static_cast<std::int32_t>(piece.size());
   symbols.resize(piece.size());
   heap.clear();
   for (std::int32_t i = 0; i < n; ++i) {
-    symbols[i] = Symbol{byte_ids[static_cast<std::uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+    const TokenId id = byte_ids[static_cast<std::uint8_t>(piece[i])];
+    symbols[i] = Symbol{id, i - 1, i + 1 < n ? i + 1 : -1, true};
   }
   const auto greater = std::greater<Candidate>{};
   auto push = [&](std::int32_t pos, std::int32_t next) {
@@ -461,6 +385,10 @@ void BpeTokenizer::Impl::bpe(std::string_view piece, std::vector<TokenId>& out) 
     if (left.next >= 0) push(top.pos, left.next);
   }
   for (std::int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+  if (symbols.capacity() > kKeepScratch) {  // a huge piece: do not keep its buffers per thread
+    symbols = {};
+    heap = {};
+  }
 }
 
 std::string BpeTokenizer::decode(std::span<const TokenId> ids, bool skip_special) const {
@@ -513,6 +441,13 @@ class Loader {
   std::filesystem::path file_;
 };
 
+// Ids index flat tables: refuse absurd ones rather than allocate for them.
+constexpr std::int64_t kMaxTokenId = (1 << 24) - 1;
+
+bool valid_id(const json& id) {
+  return id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() <= kMaxTokenId;
+}
+
 const json* member(const json& j, const char* key) {
   if (!j.is_object()) return nullptr;
   const auto it = j.find(key);
@@ -526,7 +461,7 @@ std::optional<Error> Loader::load_vocab(const json& model, BpeTokenizer::Impl& i
   }
   impl.vocab.reserve(vocab->size());
   for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX) {
+    if (!valid_id(id)) {
       return fail("tokenizer.vocab", "vocabulary id of \"" + token + "\" is not a valid id");
     }
     impl.vocab.emplace(token, id.get<TokenId>());
@@ -534,7 +469,8 @@ std::optional<Error> Loader::load_vocab(const json& model, BpeTokenizer::Impl& i
   for (int b = 0; b < 256; ++b) {
     const auto it = impl.vocab.find(byte_level::byte_to_utf8(static_cast<std::uint8_t>(b)));
     if (it == impl.vocab.end()) {
-      return fail("tokenizer.vocab", "not a byte-level vocabulary (byte " + std::to_string(b) + " has no token)");
+      return fail("tokenizer.vocab",
+                  "not a byte-level vocabulary (byte " + std::to_string(b) + " has no token)");
     }
     impl.byte_ids[b] = it->second;
   }
@@ -555,7 +491,8 @@ std::optional<Error> Loader::load_merges(const json& model, BpeTokenizer::Impl& 
       const std::string& s = m.get_ref<const std::string&>();
       const std::size_t space = s.find(' ');
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-        return fail("tokenizer.merges", "merge " + std::to_string(rank) + " (\"" + s + "\") is not two tokens");
+        return fail("tokenizer.merges",
+                    "merge " + std::to_string(rank) + " (\"" + s + "\") is not two tokens");
       }
       left = s.substr(0, space);
       right = s.substr(space + 1);
@@ -563,7 +500,8 @@ std::optional<Error> Loader::load_merges(const json& model, BpeTokenizer::Impl& 
       left = m[0].get<std::string>();
       right = m[1].get<std::string>();
     } else {
-      return fail("tokenizer.merges", "merge " + std::to_string(rank) + " is neither \"a b\" nor [a, b]");
+      return fail("tokenizer.merges",
+                  "merge " + std::to_string(rank) + " is neither \"a b\" nor [a, b]");
     }
     const auto a = impl.vocab.find(left);
     const auto b = impl.vocab.find(right);
@@ -577,7 +515,8 @@ std::optional<Error> Loader::load_merges(const json& model, BpeTokenizer::Impl& 
   return std::nullopt;
 }
 
-std::optional<Error> Loader::load_normalizer(const json& normalizer, BpeTokenizer::Impl& impl) const {
+std::optional<Error> Loader::load_normalizer(const json& normalizer,
+                                             BpeTokenizer::Impl& impl) const {
   if (normalizer.is_null()) return std::nullopt;
   const std::string type = normalizer.value("type", "");
   if (type == "NFC") {
@@ -593,8 +532,9 @@ std::optional<Error> Loader::load_normalizer(const json& normalizer, BpeTokenize
   return fail("tokenizer.normalizer", "normalizer \"" + type + "\" is not supported (only NFC)");
 }
 
-std::optional<Error> Loader::compile_regex(const std::string& pattern, BpeTokenizer::Impl& impl) const {
-  const std::string translated = translate_pattern(pattern);
+std::optional<Error> Loader::compile_regex(const std::string& pattern,
+                                           BpeTokenizer::Impl& impl) const {
+  const std::string translated = hf_compat::translate_pattern(pattern);
   int code = 0;
   PCRE2_SIZE offset = 0;
   impl.regex.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
@@ -625,7 +565,7 @@ std::optional<Error> Loader::load_pre_tokenizer(const json& pre, BpeTokenizer::I
   for (const json* step : steps) {
     const std::string type = step->value("type", "");
     if (type == "Split") {
-      if (pattern) return fail("tokenizer.pre_tokenizer", "more than one regex split is not supported");
+      if (pattern) return fail("tokenizer.pre_tokenizer", "only one regex split is supported");
       const json* pat = member(*step, "pattern");
       if (step->value("behavior", "") != "Isolated" || step->value("invert", false) || pat == nullptr) {
         return fail("tokenizer.pre_tokenizer", "only a Split with behavior Isolated is supported");
@@ -633,9 +573,10 @@ std::optional<Error> Loader::load_pre_tokenizer(const json& pre, BpeTokenizer::I
       if (const json* re = member(*pat, "Regex"); re && re->is_string()) {
         pattern = re->get<std::string>();
       } else if (const json* lit = member(*pat, "String"); lit && lit->is_string()) {
-        std::string escaped;
+        std::string escaped;  // a literal: escape every ASCII punctuation character
         for (const char c : lit->get<std::string>()) {
-          if (static_cast<unsigned char>(c) < 0x80 && !std::isalnum(static_cast<unsigned char>(c))) escaped += '\\';
+          const auto u = static_cast<unsigned char>(c);
+          if (u < 0x80 && !std::isalnum(u)) escaped += '\\';
           escaped += c;
         }
         pattern = escaped;
@@ -648,14 +589,16 @@ std::optional<Error> Loader::load_pre_tokenizer(const json& pre, BpeTokenizer::I
         return fail("tokenizer.pre_tokenizer", "ByteLevel add_prefix_space is not supported");
       }
       if (step->value("use_regex", true)) {
-        if (pattern) return fail("tokenizer.pre_tokenizer", "more than one regex split is not supported");
+        if (pattern) return fail("tokenizer.pre_tokenizer", "only one regex split is supported");
         pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
       }
     } else {
       return fail("tokenizer.pre_tokenizer", "pre-tokenizer \"" + type + "\" is not supported");
     }
   }
-  if (!byte_level) return fail("tokenizer.pre_tokenizer", "only byte-level BPE is supported (no ByteLevel step)");
+  if (!byte_level) {
+    return fail("tokenizer.pre_tokenizer", "only byte-level BPE is supported (no ByteLevel step)");
+  }
   if (pattern) return compile_regex(*pattern, impl);
   return std::nullopt;
 }
@@ -670,15 +613,20 @@ Result<std::unique_ptr<BpeTokenizer>> Loader::load() {
   std::ostringstream text;
   text << in.rdbuf();
   if (!in && !in.eof()) {
-    return make_error(ErrorCategory::io, "tokenizer.read", "cannot read tokenizer file " + file_.string());
+    return make_error(ErrorCategory::io, "tokenizer.read",
+                      "cannot read tokenizer file " + file_.string());
   }
   const json root = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) return fail("tokenizer.json", "not a valid tokenizer.json (JSON object expected)");
+  if (root.is_discarded() || !root.is_object()) {
+    return fail("tokenizer.json", "not a valid tokenizer.json (JSON object expected)");
+  }
 
   const json* model = member(root, "model");
   if (model == nullptr || !model->is_object()) return fail("tokenizer.json", "no \"model\" object");
   const std::string type = model->value("type", "BPE");
-  if (type != "BPE") return fail("tokenizer.model_type", "model type \"" + type + "\" is not supported (BPE expected)");
+  if (type != "BPE") {
+    return fail("tokenizer.model_type", "model type \"" + type + "\" is not supported (BPE expected)");
+  }
   if (!model->value("continuing_subword_prefix", std::string()).empty() ||
       !model->value("end_of_word_suffix", std::string()).empty()) {
     return fail("tokenizer.model_type", "BPE with a subword prefix or word suffix is not supported");
@@ -698,13 +646,14 @@ Result<std::unique_ptr<BpeTokenizer>> Loader::load() {
   for (const auto& [token, id] : impl->vocab) max_id = std::max(max_id, id);
   if (const json* list = member(root, "added_tokens")) {
     for (const json& t : *list) {
-      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || t["id"].get<std::int64_t>() < 0 ||
-          t["id"].get<std::int64_t>() > INT32_MAX || !t.contains("content") || !t["content"].is_string()) {
-        return fail("tokenizer.added_tokens", "an added token lacks an id or content");
+      if (!t.is_object() || !t.contains("id") || !valid_id(t["id"]) || !t.contains("content") ||
+          !t["content"].is_string()) {
+        return fail("tokenizer.added_tokens", "an added token lacks a valid id or content");
       }
       AddedToken a{t["content"].get<std::string>(), t["id"].get<TokenId>(), t.value("special", false)};
       if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false)) {
-        spdlog::warn("tokenizer {}: lstrip/rstrip/single_word of added token {} are ignored", file_.string(), a.content);
+        spdlog::warn("tokenizer {}: lstrip/rstrip/single_word of added token {} are ignored",
+                     file_.string(), a.content);
       }
       (t.value("normalized", !a.special) ? impl->normalized_added : impl->raw_added).add(a);
       impl->added_ids[a.content] = a.id;

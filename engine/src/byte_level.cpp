@@ -1,6 +1,7 @@
 #include "byte_level.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -169,7 +170,9 @@ void append_codepoint(std::string& out, char32_t cp) {
 
 char32_t decode_at(std::string_view s, std::size_t i, std::size_t& len) {
   const auto b0 = static_cast<std::uint8_t>(s[i]);
-  auto cont = [&](std::size_t k) { return static_cast<char32_t>(static_cast<std::uint8_t>(s[i + k]) & 0x3F); };
+  auto cont = [&](std::size_t k) {
+    return static_cast<char32_t>(static_cast<std::uint8_t>(s[i + k]) & 0x3F);
+  };
   if (b0 < 0x80) {
     len = 1;
     return b0;
@@ -259,10 +262,12 @@ namespace {
 // points are passed through untouched and NFC is applied to the text between them: a class-0
 // character that composes with nothing is a boundary that NFC never crosses. The list was obtained
 // by comparing HF's NFC with utf8proc's on every mark and composition utf8proc knows.
-constexpr std::pair<char32_t, char32_t> kHfUnknownMarks[] = {
+// U+11A7 is here for another reason: utf8proc wrongly composes LV syllable + U+11A7 (dropping it);
+// it composes with nothing, so passing it through is exact.
+constexpr std::pair<char32_t, char32_t> kNfcPassThrough[] = {  // sorted
     {0x07FD, 0x07FD}, {0x0898, 0x089F}, {0x08CA, 0x08D3}, {0x09FE, 0x09FE}, {0x0C3C, 0x0C3C},
-    {0x0D3B, 0x0D3C}, {0x0EBA, 0x0EBA}, {0x1715, 0x1715}, {0x1ABF, 0x1ACE}, {0x1DF6, 0x1DFA},
-    {0xA82C, 0xA82C}, {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF},
+    {0x0D3B, 0x0D3C}, {0x0EBA, 0x0EBA}, {0x11A7, 0x11A7}, {0x1715, 0x1715}, {0x1ABF, 0x1ACE},
+    {0x1DF6, 0x1DFA}, {0xA82C, 0xA82C}, {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF},
     {0x10F46, 0x10F50}, {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x1133B, 0x1133B},
     {0x1145E, 0x1145E}, {0x11839, 0x1183A}, {0x11930, 0x11930}, {0x1193D, 0x1193E},
     {0x11943, 0x11943}, {0x119E0, 0x119E0}, {0x11A34, 0x11A34}, {0x11A47, 0x11A47},
@@ -271,9 +276,9 @@ constexpr std::pair<char32_t, char32_t> kHfUnknownMarks[] = {
     {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF}, {0x1E4EC, 0x1E4EF},
 };
 
-bool hf_unknown_mark(char32_t cp) {
-  if (cp < kHfUnknownMarks[0].first) return false;
-  for (const auto& [lo, hi] : kHfUnknownMarks) {
+bool nfc_pass_through(char32_t cp) {
+  if (cp < kNfcPassThrough[0].first) return false;
+  for (const auto& [lo, hi] : kNfcPassThrough) {
     if (cp < lo) return false;
     if (cp <= hi) return true;
   }
@@ -290,7 +295,7 @@ std::string nfc(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     std::size_t len = 0;
     const char32_t cp = decode_at(s, i, len);
-    if (hf_unknown_mark(cp)) {
+    if (nfc_pass_through(cp)) {
       out += nfc_utf8proc(s.substr(part, i - part));
       out.append(s.substr(i, len));
       part = i + len;
@@ -303,3 +308,92 @@ std::string nfc(std::string_view s) {
 }
 
 }  // namespace cosmos::utf8
+
+namespace cosmos::hf_compat {
+
+// HF runs the pattern with Oniguruma (Unicode 16 data in current releases); PCRE2 10.42 knows
+// Unicode 14 and its \s differs slightly. translate_pattern() rewrites the few escapes where the two
+// disagree so that pieces match HF exactly (checked code point by code point against HF):
+//   \s, \S  -> Unicode White_Space exactly (PCRE2's \s also matches U+180E);
+//   \p{L}   -> plus the letters assigned in Unicode 15 and 16;
+//   \p{N}   -> plus the digits and numbers assigned in Unicode 15 and 16.
+// Extra ranges are harmless with a newer PCRE2. Everything else passes through unchanged.
+namespace {
+
+struct EscapeRewrite {
+  std::string_view escape;  // as written in the pattern
+  std::string_view set;     // class contents that replace it (without the brackets)
+  bool negated;             // the escape means "not in set" (only usable outside a class)
+};
+
+constexpr std::string_view kWhiteSpace =
+    R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F})"
+    R"(\x{3000})";
+constexpr std::string_view kLetters =
+    R"(\p{L}\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3}\x{10D4A}-\x{10D65})"
+    R"(\x{10D6F}-\x{10D85}\x{10EC2}-\x{10EC4}\x{1123F}-\x{11240}\x{11380}-\x{11389}\x{1138B}\x{1138E})"
+    R"(\x{11390}-\x{113B5}\x{113B7}\x{113D1}\x{113D3}\x{11BC0}-\x{11BE0}\x{11F02}\x{11F04}-\x{11F10})"
+    R"(\x{11F12}-\x{11F33}\x{1342F}\x{13441}-\x{13446}\x{13460}-\x{143FA}\x{16100}-\x{1611D})"
+    R"(\x{16D40}-\x{16D6C}\x{18CFF}\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A}\x{1E030}-\x{1E06D})"
+    R"(\x{1E4D0}-\x{1E4EB}\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2B739}\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})";
+constexpr std::string_view kNumbers =
+    R"(\p{N}\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59})"
+    R"(\x{16130}-\x{16139}\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9})"
+    R"(\x{1E5F1}-\x{1E5FA})";
+constexpr std::array<EscapeRewrite, 4> kRewrites = {{
+    {R"(\s)", kWhiteSpace, false},
+    {R"(\S)", kWhiteSpace, true},
+    {R"(\p{L})", kLetters, false},
+    {R"(\p{N})", kNumbers, false},
+}};
+
+}  // namespace
+
+std::string translate_pattern(std::string_view p) {
+  std::string out;
+  bool in_class = false;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    const char next = i + 1 < p.size() ? p[i + 1] : '\0';
+    if (c == '\\' && next != '\0') {
+      const auto rule = std::find_if(kRewrites.begin(), kRewrites.end(), [&](const EscapeRewrite& r) {
+        return p.substr(i).starts_with(r.escape) && !(r.negated && in_class);
+      });
+      if (rule != kRewrites.end()) {
+        if (in_class) {
+          out += rule->set;
+        } else {
+          out += rule->negated ? "[^" : "[";
+          out += rule->set;
+          out += ']';
+        }
+        i += rule->escape.size() - 1;
+      } else {  // any other escape is copied as is (its two characters)
+        out += c;
+        out += next;
+        ++i;
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      if (next == '^') out += p[++i];
+      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];  // a leading ']' is literal
+      continue;
+    }
+    if (in_class && c == '[' && next == ':') {  // POSIX class such as [:alpha:]
+      const std::size_t end = p.find(":]", i + 2);
+      if (end != std::string_view::npos) {
+        out.append(p.substr(i, end + 2 - i));
+        i = end + 1;
+        continue;
+      }
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace cosmos::hf_compat

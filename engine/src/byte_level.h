@@ -1,6 +1,7 @@
 // Private helpers for the tokenizers: the GPT-2 byte <-> unicode mapping used by byte-level BPE,
 // UTF-8 validation and lossy repair (the same U+FFFD rules as Rust's String::from_utf8_lossy),
-// and NFC normalization through utf8proc with a cheap "already NFC" check.
+// NFC normalization through utf8proc with a cheap "already NFC" check, and the adjustments that make
+// PCRE2 and utf8proc agree with Hugging Face tokenizers (Oniguruma, unicode-normalization).
 #pragma once
 
 #include <array>
@@ -73,3 +74,11 @@ bool is_nfc_quick(std::string_view s);
 std::string nfc(std::string_view s);
 
 }  // namespace cosmos::utf8
+
+namespace cosmos::hf_compat {
+
+// Rewrites a pre-tokenizer regex written for Oniguruma (what HF runs) so that PCRE2 with
+// PCRE2_UTF | PCRE2_UCP splits text the same way (see the table in byte_level.cpp).
+std::string translate_pattern(std::string_view onig_pattern);
+
+}  // namespace cosmos::hf_compat

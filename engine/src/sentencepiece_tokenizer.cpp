@@ -66,7 +66,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::optional<TokenId> token_id(std::string_view token) const override {
     const int id = sp_->PieceToId(token);
     if (!in_range(id)) return std::nullopt;
-    if (sp_->IsUnknown(id) && sp_->IdToPiece(id) != token) return std::nullopt;  // PieceToId's "not found"
+    // PieceToId answers unk_id for anything it does not know.
+    if (sp_->IsUnknown(id) && sp_->IdToPiece(id) != token) return std::nullopt;
     return id;
   }
 
@@ -93,7 +94,8 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 }  // namespace
 
-Result<std::unique_ptr<Tokenizer>> load_sentencepiece_tokenizer(const std::filesystem::path& model_file) {
+Result<std::unique_ptr<Tokenizer>> load_sentencepiece_tokenizer(
+    const std::filesystem::path& model_file) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(model_file, ec)) {
     return make_error(ErrorCategory::bad_input, "tokenizer.missing",
@@ -104,7 +106,8 @@ Result<std::unique_ptr<Tokenizer>> load_sentencepiece_tokenizer(const std::files
     const auto status = sp->Load(model_file.string());
     if (!status.ok()) {
       return make_error(ErrorCategory::bad_input, "tokenizer.sentencepiece",
-                        model_file.string() + ": not a usable SentencePiece model: " + status.ToString());
+                        model_file.string() + ": not a usable SentencePiece model: " +
+                            status.ToString());
     }
     return std::unique_ptr<Tokenizer>(std::make_unique<SentencePieceTokenizer>(std::move(sp)));
   } catch (const std::exception& e) {

@@ -22,7 +22,9 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::filesystem::path& p
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     if (fs::exists(path / "tokenizer.json", ec)) return load_bpe(path / "tokenizer.json");
-    if (fs::exists(path / "tokenizer.model", ec)) return load_sentencepiece_tokenizer(path / "tokenizer.model");
+    if (fs::exists(path / "tokenizer.model", ec)) {
+      return load_sentencepiece_tokenizer(path / "tokenizer.model");
+    }
     return make_error(ErrorCategory::bad_input, "tokenizer.missing",
                       "no tokenizer.json or tokenizer.model in " + path.string());
   }

@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CliRun {
   int code = -1;
   std::string out, err;
 };
@@ -34,13 +34,13 @@ class Cli : public ::testing::Test {
   }
 
   // Runs cosmos-cli with `args` (shell-quoted by the caller) and optional stdin text.
-  static Run cli(const std::string& args, const std::string& stdin_text = "") {
+  static CliRun cli(const std::string& args, const std::string& stdin_text = "") {
     const fs::path in = dir_ / "stdin.txt", out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
     std::ofstream(in, std::ios::binary) << stdin_text;
     const std::string cmd = std::string("'") + COSMOS_CLI_PATH + "' --log-file '" + (dir_ / "log.txt").string() +
                             "' " + args + " <'" + in.string() + "' >'" + out.string() + "' 2>'" + err.string() + "'";
     const int status = std::system(cmd.c_str());
-    Run r;
+    CliRun r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     r.out = read(out);
     r.err = read(err);
@@ -52,7 +52,7 @@ class Cli : public ::testing::Test {
   static fs::path tiny_model() {
     const fs::path m = dir_ / "tiny";
     if (!fs::exists(m / "config.json")) {
-      Run r = cli("make-test-model --preset tiny --seed 1 --shards 2 -q --out '" + m.string() + "' " + tok());
+      CliRun r = cli("make-test-model --preset tiny --seed 1 --shards 2 -q --out '" + m.string() + "' " + tok());
       EXPECT_EQ(r.code, 0) << r.err;
     }
     return m;
@@ -63,23 +63,23 @@ class Cli : public ::testing::Test {
 
 TEST_F(Cli, TokenizeTextAndStdinAndDecode) {
   ASSERT_TRUE(fs::exists(COSMOS_TEST_TOKENIZER)) << "run packaging/setup.sh";
-  Run a = cli("tokenize " + tok() + " --text 'Hello world'");
+  CliRun a = cli("tokenize " + tok() + " --text 'Hello world'");
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out, "[9707,1879]\n");
-  Run b = cli("tokenize " + tok(), "Hello world");
+  CliRun b = cli("tokenize " + tok(), "Hello world");
   EXPECT_EQ(b.out, a.out);
-  Run c = cli("tokenize " + tok() + " --decode", "[9707, 1879]");
+  CliRun c = cli("tokenize " + tok() + " --decode", "[9707, 1879]");
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_EQ(c.out, "Hello world");
-  Run d = cli("tokenize " + tok() + " --text '<|im_end|>'");
+  CliRun d = cli("tokenize " + tok() + " --text '<|im_end|>'");
   EXPECT_EQ(d.out, "[151645]\n");
-  Run e = cli("tokenize " + tok() + " --no-special --text '<|im_end|>'");
+  CliRun e = cli("tokenize " + tok() + " --no-special --text '<|im_end|>'");
   EXPECT_NE(e.out, "[151645]\n");
 }
 
 TEST_F(Cli, ChatPromptPrintsPromptAndIds) {
   std::ofstream(dir_ / "m.json") << R"([{"role":"user","content":"Hello world"}])";
-  Run r = cli("chat-prompt " + tok() + " --messages '" + (dir_ / "m.json").string() + "'");
+  CliRun r = cli("chat-prompt " + tok() + " --messages '" + (dir_ / "m.json").string() + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["prompt"], "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
@@ -92,7 +92,7 @@ TEST_F(Cli, ChatPromptPrintsPromptAndIds) {
 
 TEST_F(Cli, InspectReportsShapeAndEstimates) {
   const fs::path m = tiny_model();
-  Run r = cli("inspect --json --context 1024 --model '" + m.string() + "'");
+  CliRun r = cli("inspect --json --context 1024 --model '" + m.string() + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["text"]["layers"], 2);
@@ -106,7 +106,7 @@ TEST_F(Cli, InspectReportsShapeAndEstimates) {
     EXPECT_EQ(j["estimates"][p]["kv_cache"], 2 * 2 * 2 * 16 * 2 * 1024);
   }
   EXPECT_GT(j["estimates"]["bf16"]["weights"].get<double>(), j["estimates"]["int4"]["weights"].get<double>());
-  Run human = cli("inspect --model '" + m.string() + "'");
+  CliRun human = cli("inspect --model '" + m.string() + "'");
   ASSERT_EQ(human.code, 0) << human.err;
   EXPECT_NE(human.out.find("int4"), std::string::npos);
 }
@@ -126,7 +126,7 @@ TEST_P(CliErrors, AreMessagesWithSmallExitCodes) {
   for (auto [key, value] : {std::pair{std::string("$TOK"), tok()}, std::pair{std::string("$DIR"), dir_.string()}}) {
     for (auto pos = args.find(key); pos != std::string::npos; pos = args.find(key)) args.replace(pos, key.size(), value);
   }
-  Run r = cli(args, row.stdin_text);
+  CliRun r = cli(args, row.stdin_text);
   EXPECT_GT(r.code, 0) << row.name;
   EXPECT_LT(r.code, 128) << row.name;
   EXPECT_NE((r.err + r.out).find(row.mentions), std::string::npos) << row.name << ": " << r.err;

@@ -102,8 +102,8 @@ TEST_F(TestModel, WeightsFollowTheDocumentedGenerator) {
       mn = std::min(mn, bf16(data, i));
       mx = std::max(mx, bf16(data, i));
     }
-    EXPECT_GE(mn, p.lo * 1.01f) << p.name;
-    EXPECT_LE(mx, p.hi * 1.01f) << p.name;
+    EXPECT_GE(mn, p.lo - 0.01f * std::fabs(p.lo)) << p.name;
+    EXPECT_LE(mx, p.hi + 0.01f * std::fabs(p.hi)) << p.name;
     EXPECT_LT(mn, mx) << p.name;
   }
 }

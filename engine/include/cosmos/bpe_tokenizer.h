@@ -2,7 +2,8 @@
 // pre-tokenizer, byte-level mapping, merges by rank with a cache, added tokens matched whole.
 //
 // The pipeline follows Hugging Face `tokenizers`: (1) added tokens are cut out of the raw text
-// (leftmost, longest; special ones only with parse_special); (2) each remaining segment is NFC
+// (leftmost, longest; only with
+// parse_special, else they are ordinary text); (2) each remaining segment is NFC
 // normalized; (3) split with the pre_tokenizer's Split regex (behaviour "Isolated"); (4) each piece's
 // bytes become byte-level symbols; (5) merges are applied lowest rank first; (6) results are cached
 // per piece. encode() is const and safe to call from several threads at once.
