@@ -156,3 +156,29 @@ TEST(ModelConfig, NotAnObjectAndNotJson) {
 
 }  // namespace
 }  // namespace cosmos
+
+namespace cosmos {
+namespace {
+
+// config.json exactly as transformers 5.17 re-saves the tiny test model (tests/golden/make_golden.py):
+// text_config + rope_parameters carrying both "type": "mrope" and "rope_type": "default".
+TEST(ModelConfig, ParsesTransformersResavedConfig) {
+  std::ifstream f(std::string(COSMOS_TEST_DATA_DIR) + "/transformers_saved_config.json");
+  auto c = parse_model_config(nlohmann::json::parse(f), "transformers_saved_config.json");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  const ModelConfig t = tiny_test_config();
+  EXPECT_EQ(c->form, ConfigForm::text_config);
+  EXPECT_TRUE(c->rope_parameters_form);
+  EXPECT_EQ(c->hidden_size, t.hidden_size);
+  EXPECT_EQ(c->num_layers, t.num_layers);
+  EXPECT_EQ(c->num_kv_heads, t.num_kv_heads);
+  EXPECT_EQ(c->head_dim, t.head_dim);
+  EXPECT_EQ(c->mrope_section, t.mrope_section);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int>{151645});
+  ASSERT_TRUE(c->vision.has_value());
+  EXPECT_EQ(c->vision->hidden_size, 32);
+}
+
+}  // namespace
+}  // namespace cosmos

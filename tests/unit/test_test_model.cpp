@@ -4,8 +4,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cosmos/checkpoint.h"
 #include "cosmos/model_tensors.h"
@@ -136,6 +138,21 @@ TEST_F(TestModel, SameSeedSameBytesAndLayoutsAgree) {
   const auto* vis = cb->find("visual.blocks.0.attn.qkv.weight");
   ASSERT_NE(vis, nullptr);
   EXPECT_EQ(vis->info.name, "model.visual.blocks.0.attn.qkv.weight");
+}
+
+// Tensor names as transformers 5.17 re-saves the tiny model (tests/golden/make_golden.py): each maps
+// to exactly one tensor the engine expects, and none is left over.
+TEST(TestModelNames, TransformersResavedNamesAreTheExpectedSet) {
+  std::ifstream f(std::string(COSMOS_TEST_DATA_DIR) + "/transformers_saved_tensors.json");
+  const auto names = nlohmann::json::parse(f).get<std::vector<std::string>>();
+  std::set<std::string> expected;
+  const ModelConfig c = tiny_test_config();
+  for (const auto& t : text_model_tensors(c)) expected.insert(t.name);
+  for (const auto& t : vision_tensors(c)) expected.insert(t.name);
+  std::set<std::string> got;
+  for (const auto& n : names) got.insert(canonical_tensor_name(n));
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(names.size(), expected.size());
 }
 
 TEST_F(TestModel, RefusesUnknownPresetAndMissingTokenizer) {
