@@ -49,7 +49,7 @@ INSTANTIATE_TEST_SUITE_P(
         RenderRow{"image_url", R"([{"role":"system","content":"S"},{"role":"user","content":[{"type":"image_url","image_url":{"url":"u"}}]}])",
                   false, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|><|im_end|>\n"},
         RenderRow{"empty", R"([])", true, "<|im_start|>assistant\n"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& row) { return std::string(row.param.name); });
 
 TEST(ChatFormat, VisionIdsNumberEachKind) {
   auto msgs = parse_chat_messages(nlohmann::json::parse(
@@ -92,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(
                                      "neither text, image nor video"},
                       BadMessagesRow{"text_not_string", R"([{"role":"user","content":[{"type":"text","text":3}]}])",
                                      "non-string \"text\""}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& row) { return std::string(row.param.name); });
 
 TEST(ChatFormat, AcceptsAnObjectWithMessages) {
   auto r = parse_chat_messages(nlohmann::json::parse(R"({"title":"t","messages":[{"role":"user","content":"x"}]})"), "x");

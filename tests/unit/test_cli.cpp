@@ -146,6 +146,6 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"inspect_no_folder", "inspect --model $DIR/no_such_model", "", "no_such_model"},
         ErrorRow{"inspect_no_config", "inspect --model $DIR", "", "config.json"},
         ErrorRow{"bad_preset", "make-test-model --preset huge --seed 1 --out $DIR/x", "", "huge"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& row) { return std::string(row.param.name); });
 
 }  // namespace

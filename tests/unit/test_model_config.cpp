@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfigRow{"vision_fullatt", "/vision_config/fullatt_block_indexes", nlohmann::json::array({7, 40}), false,
                      "config.invalid_field", "fullatt_block_indexes"},
         BadConfigRow{"vocab_float", "/vocab_size", 152064.5, false, "config.invalid_field", "vocab_size"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& row) { return std::string(row.param.name); });
 
 TEST(ModelConfig, TextConfigFieldErrorsSayTextConfig) {
   nlohmann::json j = load_json("text_config.json");
