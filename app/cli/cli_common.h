@@ -19,6 +19,8 @@ void register_chat_prompt(CLI::App& app, RunFn& run);
 void register_inspect(CLI::App& app, RunFn& run);
 void register_make_test_model(CLI::App& app, RunFn& run);
 void register_bench_tokenizer(CLI::App& app, RunFn& run);
+void register_generate(CLI::App& app, RunFn& run);
+void register_logits(CLI::App& app, RunFn& run);
 
 // Exit codes (all below 128).
 inline constexpr int kExitOk = 0;

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   cli::register_inspect(app, run);
   cli::register_make_test_model(app, run);
   cli::register_bench_tokenizer(app, run);
+  cli::register_generate(app, run);
+  cli::register_logits(app, run);
 
   try {
     app.parse(argc, argv);

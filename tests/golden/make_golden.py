@@ -9,8 +9,9 @@ Writes to OUTDIR:
   tokenizer_golden.json   HF `tokenizers` ids of every string in tokenizer_cases.json
   chat_golden.json        transformers apply_chat_template (Qwen2.5-VL template) text + ids of chat_cases.json
   tiny_golden.json        (with --tiny-model) the tiny test model loaded by Qwen2_5_VLForConditionalGeneration:
-                          missing/unexpected keys, top-20 logits of every position, greedy continuation
-  tiny_last_logits.f32    last-position logits of each tiny case, float32 little-endian [cases, vocab]
+                          missing/unexpected keys; per prompt, in fp32 and bf16: top-20 logits of every
+                          position and 64 greedy tokens (repetition penalty 1.0 and 1.05)
+  tiny_last_logits.f32    fp32 last-position logits of each tiny case, float32 little-endian [cases, vocab]
   transformers_saved_config.json / transformers_saved_tensors.json
                           config.json and tensor names as this transformers version re-saves the model
 """
@@ -62,35 +63,45 @@ def chat_golden(args):
 
 
 def tiny_golden(args):
+    """The tiny model in float32 (the CPU reference's arithmetic; weights are bf16 values) and in
+    bfloat16 (what the GPU backends run): top-20 logits of every position, the full last-position
+    float32 logits, and 64 greedy tokens (without and with repetition penalty 1.05)."""
     import struct
+    import tempfile
     import torch
     from transformers import Qwen2_5_VLForConditionalGeneration, PreTrainedTokenizerFast
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     tok = PreTrainedTokenizerFast(tokenizer_file=args.tokenizer)
-    result = {"seed": args.seed, "models": {}}
+    result = {"seed": args.seed, "steps": 64, "models": {}}
     for name, path in (("original", args.tiny_model), ("language_model", args.tiny_model_lm)):
         model, info = Qwen2_5_VLForConditionalGeneration.from_pretrained(
             path, dtype=torch.bfloat16, output_loading_info=True)
         result["models"][name] = {k: sorted(v) if isinstance(v, (list, set)) else str(v) for k, v in info.items()}
         print(name, "loading info:", {k: len(v) for k, v in info.items()})
-    model = model.to("cuda").eval()
     prompts = [
         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n",
         "The robot arm moves the red cup to the left of the plate, then",
         "机器人把杯子放在桌子上。🤖",
+        "<think>\nThe car ahead is braking.\n</think>\n\n<answer>\nSlow down",
     ]
-    cases, blobs = [], []
-    with torch.no_grad():
-        for p in prompts:
-            ids = tok(p, add_special_tokens=False)["input_ids"]
-            x = torch.tensor([ids], device="cuda")
-            logits = model(input_ids=x).logits[0].float()  # [positions, vocab]
-            top = torch.topk(logits, 20, dim=-1)
-            gen = model.generate(x, max_new_tokens=16, min_new_tokens=16, do_sample=False,
-                                 pad_token_id=151643)[0, len(ids):].tolist()
-            cases.append({"prompt": p, "ids": ids,
-                          "top_ids": top.indices.tolist(), "top_logits": top.values.tolist(),
-                          "greedy": gen})
-            blobs.append(logits[-1].cpu())
+    cases = [{"prompt": p, "ids": tok(p, add_special_tokens=False)["input_ids"]} for p in prompts]
+    blobs = []
+    for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        m = model.to(dtype=dtype, device="cuda").eval()
+        with torch.no_grad():
+            for c in cases:
+                x = torch.tensor([c["ids"]], device="cuda")
+                logits = m(input_ids=x).logits[0].float()  # [positions, vocab]
+                top = torch.topk(logits, 20, dim=-1)
+                entry = {"top_ids": top.indices.tolist(), "top_logits": top.values.tolist()}
+                for key, penalty in (("greedy", 1.0), ("greedy_penalty_1_05", 1.05)):
+                    gen = m.generate(x, max_new_tokens=64, min_new_tokens=64, do_sample=False,
+                                     repetition_penalty=penalty, pad_token_id=151643)
+                    entry[key] = gen[0, len(c["ids"]):].tolist()
+                c[dtype_name] = entry
+                if dtype_name == "fp32":
+                    blobs.append(logits[-1].cpu())
     result["cases"] = cases
     with open(os.path.join(args.out, "tiny_golden.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, ensure_ascii=False)
@@ -98,9 +109,8 @@ def tiny_golden(args):
         for b in blobs:
             f.write(struct.pack(f"<{b.numel()}f", *b.tolist()))
     # How this transformers version re-saves the model (newer config form and tensor names).
-    import tempfile
     saved = tempfile.mkdtemp(prefix="resaved_")
-    model.save_pretrained(saved)
+    model.to(torch.bfloat16).save_pretrained(saved)
     with open(os.path.join(saved, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
     with open(os.path.join(args.out, "transformers_saved_config.json"), "w", encoding="utf-8") as f:

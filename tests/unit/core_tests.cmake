@@ -5,3 +5,6 @@ cosmos_add_gtest(test_chat_format LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}
 cosmos_add_gtest(test_test_model LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_test_model.cpp)
 cosmos_add_gtest(test_cli LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.cpp)
 add_dependencies(test_cli cosmos-cli)
+cosmos_add_gtest(test_kv_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kv_cache.cpp)
+cosmos_add_gtest(test_cpu_backend LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_backend.cpp)
+cosmos_add_gtest(test_session LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_session.cpp)

@@ -1,0 +1,76 @@
+// The backend interface: runs the Qwen2.5-VL text decoder for a batch of sequences of different
+// lengths over a paged KV cache and returns logits. `cpu` is the reference; `cuda` follows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cosmos/error.h"
+#include "cosmos/kv_cache.h"
+#include "cosmos/model_config.h"
+#include "cosmos/precision.h"
+#include "cosmos/tokenizer.h"
+
+namespace cosmos {
+
+// M-RoPE position of one token: temporal, height, width. Text tokens have t == h == w == index.
+struct Position3 {
+  std::int32_t t = 0, h = 0, w = 0;
+  static Position3 text(std::int32_t p) { return {p, p, p}; }
+};
+
+// New tokens of one sequence for one forward pass. They are appended after the sequence's cached
+// tokens (KvCache::length) and attend to all of them (causal).
+struct SequenceInput {
+  SeqId seq = 0;
+  std::vector<TokenId> tokens;         // [n] ids (ignored where embedding_row >= 0)
+  std::vector<Position3> positions;    // [n]; empty: text positions length .. length + n - 1
+  // Input embeddings in place of ids (images, video): embedding_rows[i] >= 0 selects row
+  // embedding_rows[i] of `embeddings` for token i. Empty: all tokens use ids.
+  std::vector<int> embedding_rows;     // [n] or empty
+  std::span<const float> embeddings;   // [rows, hidden] fp32
+  bool all_logits = false;             // logits for every new token, else only the last
+};
+
+struct ForwardOutput {
+  // Logits rows in batch order: for each sequence, n rows if all_logits else 1.
+  std::vector<float> logits;           // [rows, vocab] fp32
+  std::vector<int> first_row;          // [n_seqs] index of each sequence's first row
+  int vocab = 0;
+  std::span<const float> row(int r) const {
+    return {logits.data() + static_cast<std::size_t>(r) * vocab, static_cast<std::size_t>(vocab)};
+  }
+};
+
+struct BackendMemory {
+  std::uint64_t weights = 0;   // bytes held for weights (mapped or copied)
+  std::uint64_t kv_cache = 0;  // bytes of KV storage
+  std::uint64_t workspace = 0;
+  bool on_gpu = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;      // "cpu", "cuda"
+  virtual std::string device_name() const = 0;    // e.g. "CPU (16 threads)"
+  virtual Precision precision() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual KvCache& kv_cache() = 0;
+  virtual BackendMemory memory() const = 0;
+
+  // Runs the batch: writes K/V of the new tokens into the cache (reserving blocks), advances each
+  // sequence's length, and fills `out`. On error no sequence length changes.
+  virtual Status forward(std::span<const SequenceInput> batch, ForwardOutput& out) = 0;
+};
+
+struct BackendOptions {
+  int context_tokens = 8192;  // KV-cache capacity in tokens (all sequences together)
+  int threads = 0;            // CPU threads; 0: all cores
+  Precision precision = Precision::bf16;
+};
+
+}  // namespace cosmos

@@ -1,0 +1,327 @@
+#include "cosmos/cpu_backend.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "cosmos/checkpoint.h"
+#include "cpu/cpu_ops.h"
+
+namespace cosmos {
+namespace {
+
+using cpu::WeightView;
+
+struct LayerWeights {
+  std::vector<float> input_norm, post_norm;  // [hidden] fp32
+  WeightView q, k, v, o, gate, up, down;     // [out, in] as stored
+  std::vector<float> q_bias, k_bias, v_bias; // [q_dim], [kv_dim], [kv_dim] fp32
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(ModelConfig config, Checkpoint checkpoint, const BackendOptions& options, KvCacheShape kv_shape)
+      : config_(std::move(config)), ckpt_(std::move(checkpoint)), options_(options), cache_(kv_shape) {
+    threads_ = options.threads > 0 ? options.threads : omp_get_num_procs();
+  }
+
+  Status bind_weights();
+
+  std::string_view name() const override { return "cpu"; }
+  std::string device_name() const override { return "CPU (" + std::to_string(threads_) + " threads)"; }
+  Precision precision() const override { return Precision::bf16; }
+  const ModelConfig& config() const override { return config_; }
+  KvCache& kv_cache() override { return cache_; }
+  BackendMemory memory() const override {
+    BackendMemory m;
+    m.weights = ckpt_.total_bytes();
+    m.kv_cache = (k_cache_.empty() ? 0 : k_cache_[0].size()) * sizeof(float) * 2 * config_.num_layers;
+    m.workspace = workspace_bytes_;
+    return m;
+  }
+  Status forward(std::span<const SequenceInput> batch, ForwardOutput& out) override;
+
+ private:
+  WeightView view(const std::string& name) const {
+    const CheckpointTensor* t = ckpt_.find(name);
+    WeightView w;
+    w.data = ckpt_.data(*t).data();
+    w.dtype = t->info.dtype;
+    w.rows = t->info.shape[0];
+    w.cols = t->info.shape.size() > 1 ? t->info.shape[1] : 1;
+    if (t->info.shape.size() == 1) std::swap(w.rows, w.cols);  // vectors: 1 row
+    return w;
+  }
+  std::vector<float> vec(const std::string& name) const {
+    const WeightView w = view(name);
+    std::vector<float> out(w.cols);
+    cpu::load_row(w, 0, out.data());
+    return out;
+  }
+  // cos/sin of one M-RoPE position: [head_dim] each.
+  void rope_tables(const Position3& p, float* cos, float* sin) const;
+  float* k_at(int layer, int block, int slot) {
+    const auto& s = cache_.shape();
+    return k_cache_[layer].data() + (static_cast<std::size_t>(block) * s.block_size + slot) * config_.kv_dim();
+  }
+  float* v_at(int layer, int block, int slot) {
+    const auto& s = cache_.shape();
+    return v_cache_[layer].data() + (static_cast<std::size_t>(block) * s.block_size + slot) * config_.kv_dim();
+  }
+
+  ModelConfig config_;
+  Checkpoint ckpt_;
+  BackendOptions options_;
+  KvCache cache_;
+  int threads_ = 1;
+  WeightView embed_, lm_head_;
+  std::vector<float> final_norm_;          // [hidden]
+  std::vector<LayerWeights> layers_;
+  std::vector<float> inv_freq_;            // [head_dim / 2]
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [n_blocks, block_size, kv_heads, head_dim] fp32
+  std::uint64_t workspace_bytes_ = 0;
+};
+
+Status CpuBackend::bind_weights() {
+  embed_ = view("model.embed_tokens.weight");
+  lm_head_ = config_.tie_word_embeddings ? embed_ : view("lm_head.weight");
+  final_norm_ = vec("model.norm.weight");
+  for (int l = 0; l < config_.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights w;
+    w.input_norm = vec(p + "input_layernorm.weight");
+    w.post_norm = vec(p + "post_attention_layernorm.weight");
+    w.q = view(p + "self_attn.q_proj.weight");
+    w.k = view(p + "self_attn.k_proj.weight");
+    w.v = view(p + "self_attn.v_proj.weight");
+    w.o = view(p + "self_attn.o_proj.weight");
+    w.q_bias = vec(p + "self_attn.q_proj.bias");
+    w.k_bias = vec(p + "self_attn.k_proj.bias");
+    w.v_bias = vec(p + "self_attn.v_proj.bias");
+    w.gate = view(p + "mlp.gate_proj.weight");
+    w.up = view(p + "mlp.up_proj.weight");
+    w.down = view(p + "mlp.down_proj.weight");
+    layers_.push_back(std::move(w));
+  }
+  // inv_freq[j] = theta^(-2j / head_dim), computed in fp32 like transformers.
+  const int half = config_.head_dim / 2;
+  for (int j = 0; j < half; ++j)
+    inv_freq_.push_back(1.0f / std::pow(static_cast<float>(config_.rope_theta),
+                                        static_cast<float>(2 * j) / static_cast<float>(config_.head_dim)));
+  const auto& s = cache_.shape();
+  const std::size_t per_layer = static_cast<std::size_t>(s.n_blocks) * s.block_size * config_.kv_dim();
+  try {
+    k_cache_.assign(config_.num_layers, std::vector<float>(per_layer));
+    v_cache_.assign(config_.num_layers, std::vector<float>(per_layer));
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCategory::out_of_memory, "backend.memory",
+                      "not enough memory for a KV cache of " + std::to_string(s.tokens()) + " tokens (" +
+                          std::to_string(per_layer * 8 * config_.num_layers >> 20) + " MiB)");
+  }
+  return ok_status();
+}
+
+void CpuBackend::rope_tables(const Position3& p, float* cos, float* sin) const {
+  const int half = config_.head_dim / 2;
+  const auto& sec = config_.mrope_section;
+  for (int j = 0; j < half; ++j) {
+    // M-RoPE: frequency j takes its position from the t, h or w row by section.
+    int which = 0;
+    if (sec.size() == 3) which = j < sec[0] ? 0 : (j < sec[0] + sec[1] ? 1 : 2);
+    const std::int32_t pos = which == 0 ? p.t : (which == 1 ? p.h : p.w);
+    const float f = static_cast<float>(pos) * inv_freq_[j];
+    cos[j] = cos[j + half] = std::cos(f);
+    sin[j] = sin[j + half] = std::sin(f);
+  }
+}
+
+Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& out) {
+  const ModelConfig& c = config_;
+  const int H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), FF = c.intermediate_size, D = c.head_dim;
+  const int group = c.num_heads / c.num_kv_heads;
+  const auto bs = cache_.shape().block_size;
+
+  // Per token: which sequence, cache index, position.
+  struct TokenRef {
+    int seq_index;
+    int cache_index;
+  };
+  std::vector<TokenRef> tokens;
+  std::vector<Position3> positions;
+  std::vector<int> start(batch.size());
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    const SequenceInput& in = batch[s];
+    if (!cache_.valid(in.seq))
+      return make_error(ErrorCategory::internal, "backend.sequence", "forward: unknown sequence " + std::to_string(in.seq));
+    if (in.tokens.empty())
+      return make_error(ErrorCategory::internal, "backend.empty", "forward: a sequence has no new tokens");
+    if (!in.positions.empty() && in.positions.size() != in.tokens.size())
+      return make_error(ErrorCategory::internal, "backend.positions", "forward: positions and tokens differ in length");
+    start[s] = cache_.length(in.seq);
+    for (std::size_t i = 0; i < in.tokens.size(); ++i) {
+      const TokenId id = in.tokens[i];
+      const bool embedded = !in.embedding_rows.empty() && in.embedding_rows[i] >= 0;
+      if (!embedded && (id < 0 || id >= c.vocab_size))
+        return make_error(ErrorCategory::bad_input, "backend.token",
+                          "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                              std::to_string(c.vocab_size - 1) + ")");
+      tokens.push_back({static_cast<int>(s), start[s] + static_cast<int>(i)});
+      positions.push_back(in.positions.empty() ? Position3::text(start[s] + static_cast<std::int32_t>(i))
+                                               : in.positions[i]);
+    }
+  }
+  // Reserve cache blocks for every sequence, or none.
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    if (auto st = cache_.reserve(batch[s].seq, start[s] + static_cast<int>(batch[s].tokens.size())); !st) {
+      for (std::size_t r = 0; r <= s; ++r) cache_.truncate(batch[r].seq, start[r]);
+      return st.error();
+    }
+  }
+
+  const int N = static_cast<int>(tokens.size());
+  // Activations, all fp32.
+  std::vector<float> x(static_cast<std::size_t>(N) * H);     // [N, hidden] residual stream
+  std::vector<float> h(static_cast<std::size_t>(N) * H);     // [N, hidden] normed
+  std::vector<float> q(static_cast<std::size_t>(N) * Q);     // [N, heads, head_dim]
+  std::vector<float> k(static_cast<std::size_t>(N) * KV);    // [N, kv_heads, head_dim]
+  std::vector<float> v(static_cast<std::size_t>(N) * KV);    // [N, kv_heads, head_dim]
+  std::vector<float> att(static_cast<std::size_t>(N) * Q);   // [N, heads, head_dim]
+  std::vector<float> gate(static_cast<std::size_t>(N) * FF); // [N, intermediate]
+  std::vector<float> up(static_cast<std::size_t>(N) * FF);   // [N, intermediate]
+  std::vector<float> tmp(static_cast<std::size_t>(N) * H);   // [N, hidden] projection output
+  std::vector<float> cos(static_cast<std::size_t>(N) * D), sin(static_cast<std::size_t>(N) * D);  // [N, head_dim]
+  workspace_bytes_ = (x.size() * 4 + q.size() * 2 + k.size() * 2 + gate.size() * 2) * sizeof(float);
+
+  for (int t = 0; t < N; ++t) {
+    const SequenceInput& in = batch[tokens[t].seq_index];
+    const int i = tokens[t].cache_index - start[tokens[t].seq_index];
+    float* xt = x.data() + static_cast<std::size_t>(t) * H;
+    if (!in.embedding_rows.empty() && in.embedding_rows[i] >= 0) {
+      std::copy_n(in.embeddings.data() + static_cast<std::size_t>(in.embedding_rows[i]) * H, H, xt);
+    } else {
+      cpu::load_row(embed_, in.tokens[i], xt);
+    }
+    rope_tables(positions[t], cos.data() + static_cast<std::size_t>(t) * D, sin.data() + static_cast<std::size_t>(t) * D);
+  }
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = layers_[l];
+    cpu::rms_norm(x.data(), w.input_norm.data(), h.data(), N, H, eps);
+    cpu::matmul(h.data(), w.q, w.q_bias.data(), q.data(), N, threads_);
+    cpu::matmul(h.data(), w.k, w.k_bias.data(), k.data(), N, threads_);
+    cpu::matmul(h.data(), w.v, w.v_bias.data(), v.data(), N, threads_);
+    for (int t = 0; t < N; ++t) {
+      const float* ct = cos.data() + static_cast<std::size_t>(t) * D;
+      const float* st = sin.data() + static_cast<std::size_t>(t) * D;
+      cpu::apply_rope(q.data() + static_cast<std::size_t>(t) * Q, c.num_heads, D, ct, st);
+      cpu::apply_rope(k.data() + static_cast<std::size_t>(t) * KV, c.num_kv_heads, D, ct, st);
+      const auto table = cache_.block_table(batch[tokens[t].seq_index].seq);
+      const int ci = tokens[t].cache_index;
+      std::copy_n(k.data() + static_cast<std::size_t>(t) * KV, KV, k_at(l, table[ci / bs], ci % bs));
+      std::copy_n(v.data() + static_cast<std::size_t>(t) * KV, KV, v_at(l, table[ci / bs], ci % bs));
+    }
+    // Causal grouped-query attention over the cache: token t sees cache indices 0..cache_index.
+#pragma omp parallel num_threads(threads_)
+    {
+      std::vector<float> scores;
+#pragma omp for collapse(2) schedule(dynamic)
+      for (int t = 0; t < N; ++t) {
+        for (int head = 0; head < c.num_heads; ++head) {
+          const auto table = cache_.block_table(batch[tokens[t].seq_index].seq);
+          const int len = tokens[t].cache_index + 1;
+          const int kvh = head / group;
+          const float* qh = q.data() + static_cast<std::size_t>(t) * Q + static_cast<std::size_t>(head) * D;
+          scores.resize(len);
+          float mx = -INFINITY;
+          for (int j = 0; j < len; ++j) {
+            const float* kj = k_at(l, table[j / bs], j % bs) + static_cast<std::size_t>(kvh) * D;
+            float dot = 0.0f;
+            for (int d = 0; d < D; ++d) dot += qh[d] * kj[d];
+            scores[j] = dot * scale;
+            mx = std::max(mx, scores[j]);
+          }
+          float sum = 0.0f;
+          for (int j = 0; j < len; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
+          float* oh = att.data() + static_cast<std::size_t>(t) * Q + static_cast<std::size_t>(head) * D;
+          std::fill_n(oh, D, 0.0f);
+          for (int j = 0; j < len; ++j) {
+            const float p = scores[j] / sum;
+            const float* vj = v_at(l, table[j / bs], j % bs) + static_cast<std::size_t>(kvh) * D;
+            for (int d = 0; d < D; ++d) oh[d] += p * vj[d];
+          }
+        }
+      }
+    }
+    cpu::matmul(att.data(), w.o, nullptr, tmp.data(), N, threads_);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+    cpu::rms_norm(x.data(), w.post_norm.data(), h.data(), N, H, eps);
+    cpu::matmul(h.data(), w.gate, nullptr, gate.data(), N, threads_);
+    cpu::matmul(h.data(), w.up, nullptr, up.data(), N, threads_);
+    cpu::silu_mul(gate.data(), up.data(), gate.data(), gate.size());
+    cpu::matmul(gate.data(), w.down, nullptr, tmp.data(), N, threads_);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+  }
+
+  // Final norm and lm_head for the rows asked for.
+  std::vector<int> rows;
+  out.first_row.assign(batch.size(), 0);
+  int t0 = 0;
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    const int n = static_cast<int>(batch[s].tokens.size());
+    out.first_row[s] = static_cast<int>(rows.size());
+    if (batch[s].all_logits) {
+      for (int i = 0; i < n; ++i) rows.push_back(t0 + i);
+    } else {
+      rows.push_back(t0 + n - 1);
+    }
+    t0 += n;
+  }
+  std::vector<float> sel(rows.size() * H);  // [rows, hidden]
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    cpu::rms_norm(x.data() + static_cast<std::size_t>(rows[r]) * H, final_norm_.data(), sel.data() + r * H, 1, H, eps);
+  out.vocab = c.vocab_size;
+  out.logits.resize(rows.size() * static_cast<std::size_t>(c.vocab_size));
+  cpu::matmul(sel.data(), lm_head_, nullptr, out.logits.data(), static_cast<int>(rows.size()), threads_);
+
+  for (std::size_t s = 0; s < batch.size(); ++s)
+    cache_.set_length(batch[s].seq, start[s] + static_cast<int>(batch[s].tokens.size()));
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> create_cpu_backend(const std::filesystem::path& model_dir,
+                                                    const BackendOptions& options) {
+  if (options.precision != Precision::bf16)
+    return make_error(ErrorCategory::unsupported_model, "backend.precision",
+                      std::string("the CPU backend runs bf16 weights; ") + std::string(to_string(options.precision)) +
+                          " is not available on the CPU yet");
+  if (options.context_tokens < 1 || options.context_tokens > (1 << 22))
+    return make_error(ErrorCategory::bad_input, "backend.context",
+                      "context length " + std::to_string(options.context_tokens) + " is out of range (1..4194304)");
+  auto config = load_model_config(model_dir / "config.json");
+  if (!config) return config.error();
+  auto ckpt = Checkpoint::open(model_dir);
+  if (!ckpt) return ckpt.error();
+  if (auto st = ckpt->validate_text_model(*config); !st) return st.error();
+  KvCacheShape shape;
+  shape.n_layers = config->num_layers;
+  shape.n_kv_heads = config->num_kv_heads;
+  shape.head_dim = config->head_dim;
+  shape.block_size = 16;
+  shape.n_blocks = (options.context_tokens + shape.block_size - 1) / shape.block_size;
+  auto backend = std::make_unique<CpuBackend>(std::move(*config), std::move(*ckpt), options, shape);
+  if (auto st = backend->bind_weights(); !st) return st.error();
+  spdlog::info("cpu backend: {} from {}, {} tokens of KV cache", backend->device_name(), model_dir.string(),
+               shape.tokens());
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace cosmos

@@ -1,0 +1,36 @@
+// fp32 math over bf16/f16/f32 weights for the CPU reference backend. Each op is parallel over
+// output rows (OpenMP, `threads` wide). Numerics follow Hugging Face's float32 path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "cosmos/dtype.h"
+
+namespace cosmos::cpu {
+
+// A weight tensor in place (memory-mapped from the checkpoint): rows x cols of `dtype`.
+struct WeightView {
+  const std::byte* data = nullptr;
+  DType dtype = DType::bf16;
+  std::int64_t rows = 0, cols = 0;  // cols == 1 row length for vectors (rows = 1)
+};
+
+// dst[0..n) = fp32 of src row `row` (n = cols).
+void load_row(const WeightView& w, std::int64_t row, float* dst);
+
+// y[n, out] = x[n, in] @ W^T (+ bias). W: [out, in]. bias: [out] fp32 or null.
+void matmul(const float* x, const WeightView& w, const float* bias, float* y, int n, int threads);
+
+// y[n, d] = x * rsqrt(mean(x^2) + eps) * weight, per row (fp32 throughout).
+void rms_norm(const float* x, const float* weight, float* y, int n, int d, float eps);
+
+// out[n, d] = silu(gate) * up, elementwise.
+void silu_mul(const float* gate, const float* up, float* out, std::size_t count);
+
+// Rotary embedding, half-split (dim i pairs with i + head_dim/2), in place on [n_heads, head_dim].
+// cos/sin: [head_dim] for this token.
+void apply_rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin);
+
+}  // namespace cosmos::cpu
