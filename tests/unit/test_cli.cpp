@@ -111,6 +111,48 @@ TEST_F(Cli, InspectReportsShapeAndEstimates) {
   EXPECT_NE(human.out.find("int4"), std::string::npos);
 }
 
+TEST_F(Cli, GenerateGreedyJsonMatchesHuggingFaceAndStreamsText) {
+  const fs::path m = tiny_model();
+  // Golden prompt 1 of tests/data/tiny_golden.json, raw (no chat format), greedy.
+  std::ifstream g(std::string(COSMOS_TEST_DATA_DIR) + "/tiny_golden.json");
+  const auto golden = nlohmann::json::parse(g)["cases"][1];
+  const std::string prompt = golden["prompt"];
+  CliRun r = cli("generate --model '" + m.string() + "' --device auto --raw --prompt '" + prompt +
+                 "' --temperature 0 --repetition-penalty 1 --max-tokens 10 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  auto want = golden["fp32"]["greedy"].get<std::vector<int>>();
+  want.resize(10);
+  const auto got = j["token_ids"].get<std::vector<int>>();
+  // The golden run never stopped early; ours stops at <|im_end|> / <|endoftext|> if one comes first.
+  ASSERT_FALSE(got.empty());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin()));
+  EXPECT_EQ(j["stats"]["prompt_tokens"], golden["ids"].size());
+  EXPECT_EQ(j["stats"]["generated_tokens"], got.size());
+  EXPECT_TRUE(j.contains("reasoning") && j.contains("answer") && j.contains("text"));
+  EXPECT_NE(r.err.find("CUDA backend is not part of this build"), std::string::npos) << "auto device note missing";
+
+  CliRun stream = cli("generate --model '" + m.string() + "' --device cpu --raw --prompt '" + prompt +
+                      "' --temperature 0 --repetition-penalty 1 --max-tokens 10");
+  ASSERT_EQ(stream.code, 0) << stream.err;
+  EXPECT_EQ(stream.out, j["text"].get<std::string>() + "\n");
+  EXPECT_NE(stream.err.find("generated"), std::string::npos);
+}
+
+TEST_F(Cli, LogitsWritesNpyOfEveryPosition) {
+  const fs::path m = tiny_model();
+  const fs::path out = dir_ / "logits.npy";
+  CliRun r = cli("logits --model '" + m.string() + "' --device cpu --ids 9707,1879,0 --out '" + out.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string bytes = read(out);
+  ASSERT_GE(bytes.size(), 128u);
+  EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY");
+  const std::size_t header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  EXPECT_EQ((10 + header_len) % 64, 0u);
+  EXPECT_NE(bytes.find("'shape': (3, 152064)"), std::string::npos);
+  EXPECT_EQ(bytes.size(), 10 + header_len + 3 * 152064 * 4);
+}
+
 struct ErrorRow {
   const char* name;
   const char* args;
@@ -122,6 +164,7 @@ class CliErrors : public Cli, public ::testing::WithParamInterface<ErrorRow> {};
 
 TEST_P(CliErrors, AreMessagesWithSmallExitCodes) {
   const ErrorRow& row = GetParam();
+  tiny_model();  // rows that need a valid model use $DIR/tiny
   std::string args = row.args;
   for (auto [key, value] : {std::pair{std::string("$TOK"), tok()}, std::pair{std::string("$DIR"), dir_.string()}}) {
     for (auto pos = args.find(key); pos != std::string::npos; pos = args.find(key)) args.replace(pos, key.size(), value);
@@ -145,7 +188,13 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"messages_bad_role", "chat-prompt $TOK --messages -", "[{\"role\":\"bot\",\"content\":\"x\"}]", "bot"},
         ErrorRow{"inspect_no_folder", "inspect --model $DIR/no_such_model", "", "no_such_model"},
         ErrorRow{"inspect_no_config", "inspect --model $DIR", "", "config.json"},
-        ErrorRow{"bad_preset", "make-test-model --preset huge --seed 1 --out $DIR/x", "", "huge"}),
+        ErrorRow{"bad_preset", "make-test-model --preset huge --seed 1 --out $DIR/x", "", "huge"},
+        ErrorRow{"generate_no_model", "generate --model $DIR/none --prompt hi", "", "none"},
+        ErrorRow{"generate_no_prompt", "generate --model $DIR/tiny", "", "--prompt"},
+        ErrorRow{"generate_bad_top_p", "generate --model $DIR/tiny --prompt hi --top-p 2", "", "top_p"},
+        ErrorRow{"generate_cuda", "generate --model $DIR/tiny --prompt hi --device cuda", "", "CUDA backend"},
+        ErrorRow{"generate_int4_cpu", "generate --model $DIR/tiny --prompt hi --device cpu --precision int4", "", "int4"},
+        ErrorRow{"logits_bad_ids", "logits --model $DIR/tiny --ids 1,x --out $DIR/l.npy", "", "\"x\""}),
     [](const auto& row) { return std::string(row.param.name); });
 
 }  // namespace
