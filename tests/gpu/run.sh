@@ -10,11 +10,12 @@ mkdir -p "$OUT"
 # $OUT brings back at most 8 files: per-test logs stay in $LOGS, $OUT gets tests.log, golden.log
 # and golden/ (6 files).
 LOGS=$(mktemp -d)
-prebuilt="" golden=0
+prebuilt="" golden=0 cpu7b=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
     --golden) golden=1; shift ;;
+    --cpu-7b) cpu7b=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -55,11 +56,28 @@ if [ $golden = 1 ]; then
   tail -5 "$OUT/golden.log"
 fi
 
+cpu7b_status="not run"
+if [ $cpu7b = 1 ]; then
+  # The CPU reference backend on the full Cosmos-Reason1-7B shape (random weights): a baseline.
+  big=/tmp/cosmos-7b
+  t0=$SECONDS
+  "$bin/cosmos-cli" make-test-model --preset cosmos-reason1-7b --seed 1 --shards 4 -q \
+    --tokenizer "$tokpath" --out "$big" >"$LOGS/make7b.txt" 2>&1
+  echo "$((SECONDS - t0)) s" >> "$LOGS/make7b.txt"
+  "$bin/cosmos-cli" inspect --model "$big" > "$LOGS/inspect7b.txt" 2>&1
+  "$bin/cosmos-cli" generate --model "$big" --device cpu --raw --temperature 0 --max-tokens 8 --context 1024 \
+    --prompt "The robot arm moves the red cup to the left of the plate, and then it" --json \
+    > "$LOGS/cpu7b.json" 2>"$LOGS/cpu7b.err"
+  cpu7b_status=$(python3 -c "import json;s=json.load(open('$LOGS/cpu7b.json'))['stats'];print('prefill %.1f tok/s, decode %.2f tok/s (%d threads)'%(s['prefill_tok_per_s'],s['decode_tok_per_s'],$(nproc)))" 2>/dev/null || echo FAILED)
+  { echo "== make 7B: $(cat "$LOGS/make7b.txt")"; cat "$LOGS/inspect7b.txt"; cat "$LOGS/cpu7b.json" "$LOGS/cpu7b.err"; } >> "$OUT/tests.log"
+fi
+
 echo
 echo "== Cosmos Chat GPU run =="
 printf '%-32s %s\n' "GPU" "$(cat "$LOGS/gpu.txt")"
 for k in $(echo "${!status[@]}" | tr ' ' '\n' | sort); do printf '%-32s %s\n' "$k" "${status[$k]}"; done
 printf '%-32s %s\n' "tokenizer encode MB/s (1 core)" "${bench_mbs:-?}"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
+printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
 for k in "${!status[@]}"; do [ "${status[$k]}" = FAILED ] && exit 1; done
 exit 0

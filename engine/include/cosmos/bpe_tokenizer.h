@@ -17,7 +17,7 @@ namespace cosmos {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  struct Impl;  // defined in bpe_tokenizer.cpp
+  struct Impl;  // defined in src/bpe_tokenizer_impl.h
   explicit BpeTokenizer(std::unique_ptr<Impl> impl);
   ~BpeTokenizer() override;
   BpeTokenizer(const BpeTokenizer&) = delete;
