@@ -44,6 +44,14 @@ cat "$LOGS"/test_*.log > "$OUT/tests.log"
 "$bin/cosmos-cli" bench-tokenizer --tokenizer "$tokpath" --mb 1 --reps 3 --json >"$LOGS/bench_tokenizer.json" 2>&1
 bench_mbs=$(python3 -c "import json;print('%.1f'%json.load(open('$LOGS/bench_tokenizer.json'))['encode_mb_per_s'])" 2>/dev/null)
 
+bench_line="not built"
+if [ -x "$bin/bench_kernels" ]; then
+  "$bin/bench_kernels" > "$LOGS/bench_kernels.txt" 2>&1
+  cat "$LOGS/bench_kernels.txt" >> "$OUT/tests.log"
+  bench_line=$(tail -1 "$LOGS/bench_kernels.txt")
+  copy_line=$(grep "device copy" "$LOGS/bench_kernels.txt")
+fi
+
 golden_status="not run"
 if [ $golden = 1 ]; then
   tiny=/tmp/cosmos-tiny tiny_lm=/tmp/cosmos-tiny-lm
@@ -77,6 +85,8 @@ echo "== Cosmos Chat GPU run =="
 printf '%-32s %s\n' "GPU" "$(cat "$LOGS/gpu.txt")"
 for k in $(echo "${!status[@]}" | tr ' ' '\n' | sort); do printf '%-32s %s\n' "$k" "${status[$k]}"; done
 printf '%-32s %s\n' "tokenizer encode MB/s (1 core)" "${bench_mbs:-?}"
+printf '%-32s %s\n' "device copy" "${copy_line:-?}"
+printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
 for k in "${!status[@]}"; do [ "${status[$k]}" = FAILED ] && exit 1; done
