@@ -10,12 +10,13 @@ mkdir -p "$OUT"
 # $OUT brings back at most 8 files: per-test logs stay in $LOGS, $OUT gets tests.log, golden.log
 # and golden/ (6 files).
 LOGS=$(mktemp -d)
-prebuilt="" golden=0 cpu7b=0
+prebuilt="" golden=0 cpu7b=0 gpu7b=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
     --golden) golden=1; shift ;;
     --cpu-7b) cpu7b=1; shift ;;
+    --gpu-7b) gpu7b=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -64,14 +65,23 @@ if [ $golden = 1 ]; then
   tail -5 "$OUT/golden.log"
 fi
 
-cpu7b_status="not run"
-if [ $cpu7b = 1 ]; then
-  # The CPU reference backend on the full Cosmos-Reason1-7B shape (random weights): a baseline.
-  big=/tmp/cosmos-7b
+cpu7b_status="not run" gpu7b_status="not run"
+big=/tmp/cosmos-7b
+if [ $cpu7b = 1 ] || [ $gpu7b = 1 ]; then
   t0=$SECONDS
   "$bin/cosmos-cli" make-test-model --preset cosmos-reason1-7b --seed 1 --shards 4 -q \
     --tokenizer "$tokpath" --out "$big" >"$LOGS/make7b.txt" 2>&1
   echo "$((SECONDS - t0)) s" >> "$LOGS/make7b.txt"
+fi
+if [ $gpu7b = 1 ]; then
+  # The CUDA backend on the 7B shape: 17-token prompt, 128 greedy tokens.
+  "$bin/cosmos-cli" generate --model "$big" --device cuda --raw --temperature 0 --max-tokens 128 --context 4096 \
+    --prompt "The robot arm moves the red cup to the left of the plate, and then it" --json \
+    > "$LOGS/gpu7b.json" 2>"$LOGS/gpu7b.err"
+  gpu7b_status=$(python3 -c "import json;s=json.load(open('$LOGS/gpu7b.json'))['stats'];print('prefill %.1f tok/s, decode %.1f tok/s, ttft %.3f s, %s'%(s['prefill_tok_per_s'],s['decode_tok_per_s'],s['ttft_s'],s['device']))" 2>/dev/null || echo FAILED)
+  { echo "== gpu 7B"; cat "$LOGS/gpu7b.json" "$LOGS/gpu7b.err"; } >> "$OUT/tests.log"
+fi
+if [ $cpu7b = 1 ]; then
   "$bin/cosmos-cli" inspect --model "$big" > "$LOGS/inspect7b.txt" 2>&1
   "$bin/cosmos-cli" generate --model "$big" --device cpu --raw --temperature 0 --max-tokens 8 --context 1024 \
     --prompt "The robot arm moves the red cup to the left of the plate, and then it" --json \
@@ -89,5 +99,6 @@ printf '%-32s %s\n' "device copy" "${copy_line:-?}"
 printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
+printf '%-32s %s\n' "CUDA backend, 7B shape" "$gpu7b_status"
 for k in "${!status[@]}"; do [ "${status[$k]}" = FAILED ] && exit 1; done
 exit 0

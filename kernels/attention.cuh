@@ -1,0 +1,30 @@
+// Causal grouped-query attention over the paged KV cache, for any mix of prefill and decode
+// tokens: token t attends to cache positions 0 .. ctx_len[t] - 1 of its sequence.
+// Reference-accurate version (fp32, scores in shared memory); flash-style kernels replace it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace cosmos::kernels {
+
+struct AttentionArgs {
+  const float* q = nullptr;          // [n, heads, head_dim] fp32 (roped)
+  const float* k_cache = nullptr;    // [slots, kv_heads, head_dim] fp32, this layer
+  const float* v_cache = nullptr;    // same shape
+  const std::int32_t* block_tables = nullptr;  // flat int32: each token's sequence table at table_offset[t]
+  const std::int32_t* table_offset = nullptr;  // [n] int32
+  const std::int32_t* ctx_len = nullptr;       // [n] int32: positions visible to the token (its index + 1)
+  float* out = nullptr;              // [n, heads, head_dim] fp32
+  int n = 0, heads = 0, kv_heads = 0, head_dim = 0, block_size = 16;
+  int max_ctx = 0;                   // the largest ctx_len (sizes shared memory)
+  float scale = 1.0f;
+};
+
+// The longest context this kernel supports on the current device (shared memory bound).
+int attention_max_context();
+std::size_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
+
+}  // namespace cosmos::kernels

@@ -1,0 +1,34 @@
+#include "kernels/rms_norm.cuh"
+
+namespace cosmos::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void rms_norm_kernel(const float* __restrict__ x, int x_stride, const __nv_bfloat16* __restrict__ w,
+                                float* __restrict__ y, int d, float eps) {
+  const float* xr = x + static_cast<std::size_t>(blockIdx.x) * x_stride;
+  float* yr = y + static_cast<std::size_t>(blockIdx.x) * d;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < d; i += kThreads) ss += xr[i] * xr[i];
+  __shared__ float warp_sums[kThreads / 32];
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kThreads / 32; ++k) total += warp_sums[k];
+  const float inv = rsqrtf(total / static_cast<float>(d) + eps);
+  for (int i = threadIdx.x; i < d; i += kThreads) yr[i] = __bfloat162float(w[i]) * (xr[i] * inv);
+}
+
+}  // namespace
+
+std::size_t launch_rms_norm(const float* x, int x_stride, const __nv_bfloat16* weight, float* y, int n, int d, float eps,
+                            cudaStream_t stream) {
+  if (n <= 0) return 0;
+  rms_norm_kernel<<<n, kThreads, 0, stream>>>(x, x_stride, weight, y, d, eps);
+  return static_cast<std::size_t>(n) * d * 8 + static_cast<std::size_t>(d) * 2;
+}
+
+}  // namespace cosmos::kernels

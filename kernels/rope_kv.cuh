@@ -1,0 +1,26 @@
+// Rotary embedding (M-RoPE, half-split) on q and k of the fused q/k/v product, with k and v
+// written into the paged KV cache.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace cosmos::kernels {
+
+struct RopeKvArgs {
+  const float* qkv = nullptr;        // [n, (heads + 2 kv_heads) * head_dim] fp32: q | k | v
+  const std::int32_t* positions = nullptr;  // [n, 3] int32: temporal, height, width
+  const float* inv_freq = nullptr;   // [head_dim / 2] fp32
+  const std::int32_t* slots = nullptr;  // [n] int32: cache slot = block * block_size + offset
+  float* q = nullptr;                // [n, heads, head_dim] fp32 out (roped)
+  float* k_cache = nullptr;          // [n_blocks * block_size, kv_heads, head_dim] fp32, this layer
+  float* v_cache = nullptr;          // same shape
+  int n = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int section0 = 0, section1 = 0;    // mrope sections: frequency j < s0 uses t, < s0+s1 uses h, else w
+};
+
+std::size_t launch_rope_kv(const RopeKvArgs& args, cudaStream_t stream);
+
+}  // namespace cosmos::kernels
