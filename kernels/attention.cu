@@ -22,9 +22,11 @@ __device__ float block_reduce(float v, float* tmp, bool is_max) {
 }
 
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
-  extern __shared__ float scores[];  // [ctx_len] fp32
-  __shared__ float qs[kMaxHeadDim];
-  __shared__ float tmp[kThreads / 32];
+  // One dynamic buffer, laid out explicitly: q [kMaxHeadDim] | reduction scratch [32] | scores [max_ctx].
+  extern __shared__ float smem[];
+  float* qs = smem;
+  float* tmp = smem + kMaxHeadDim;
+  float* scores = tmp + 32;
   const int t = blockIdx.x, head = blockIdx.y;
   const int kvh = head / (a.heads / a.kv_heads);
   const int len = a.ctx_len[t];
@@ -68,13 +70,14 @@ int attention_max_context() {
   int device = 0, optin = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const int static_bytes = (kMaxHeadDim + kThreads / 32) * 4;
-  return (optin - static_bytes) / 4;
+  return (optin - (kMaxHeadDim + 32 + 4) * 4) / 4;
 }
 
 std::size_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return 0;
-  const std::size_t smem = static_cast<std::size_t>(a.max_ctx) * sizeof(float);
+  // +4 floats of slack: the compiler's unrolled read of the scores may load up to 3 floats past
+  // the last one it uses (compute-sanitizer flagged it; the values are never used).
+  const std::size_t smem = (static_cast<std::size_t>(a.max_ctx) + 4 + kMaxHeadDim + 32) * sizeof(float);
   if (smem > 48 * 1024)
     cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   attention_kernel<<<dim3(a.n, a.heads), kThreads, smem, stream>>>(a);

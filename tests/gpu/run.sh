@@ -10,13 +10,14 @@ mkdir -p "$OUT"
 # $OUT brings back at most 8 files: per-test logs stay in $LOGS, $OUT gets tests.log, golden.log
 # and golden/ (6 files).
 LOGS=$(mktemp -d)
-prebuilt="" golden=0 cpu7b=0 gpu7b=0
+prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
     --golden) golden=1; shift ;;
     --cpu-7b) cpu7b=1; shift ;;
     --gpu-7b) gpu7b=1; shift ;;
+    --sanitize) sanitize=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +45,17 @@ cat "$LOGS"/test_*.log > "$OUT/tests.log"
 
 "$bin/cosmos-cli" bench-tokenizer --tokenizer "$tokpath" --mb 1 --reps 3 --json >"$LOGS/bench_tokenizer.json" 2>&1
 bench_mbs=$(python3 -c "import json;print('%.1f'%json.load(open('$LOGS/bench_tokenizer.json'))['encode_mb_per_s'])" 2>/dev/null)
+
+sanitize_status="not run"
+if [ $sanitize = 1 ]; then
+  # compute-sanitizer memcheck over the GPU tests (kernels and the CUDA backend on the tiny model).
+  sanitize_status="clean"
+  for t in "$bin"/test_gpu_*; do
+    compute-sanitizer --tool memcheck "$t" > "$LOGS/san_$(basename "$t").txt" 2>&1
+    grep -q "ERROR SUMMARY: 0 errors" "$LOGS/san_$(basename "$t").txt" || sanitize_status="ERRORS in $(basename "$t")"
+    grep -E "ERROR SUMMARY|Invalid" "$LOGS/san_$(basename "$t").txt" | head -5 >> "$OUT/tests.log"
+  done
+fi
 
 bench_line="not built"
 if [ -x "$bin/bench_kernels" ]; then
@@ -97,6 +109,7 @@ for k in $(echo "${!status[@]}" | tr ' ' '\n' | sort); do printf '%-32s %s\n' "$
 printf '%-32s %s\n' "tokenizer encode MB/s (1 core)" "${bench_mbs:-?}"
 printf '%-32s %s\n' "device copy" "${copy_line:-?}"
 printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
+printf '%-32s %s\n' "compute-sanitizer memcheck" "$sanitize_status"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
 printf '%-32s %s\n' "CUDA backend, 7B shape" "$gpu7b_status"
