@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   cli::register_bench_tokenizer(app, run);
   cli::register_generate(app, run);
   cli::register_logits(app, run);
+#ifdef COSMOS_CLI_HAS_CONVERSATIONS
+  cli::register_conversations(app, run);
+#endif
 
   try {
     app.parse(argc, argv);

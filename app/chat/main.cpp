@@ -1,0 +1,170 @@
+// cosmos-chat: the desktop app. Wires the view-models of cosmos_ui to the QML views of the
+// CosmosChat module (docs/UI_ARCHITECTURE.md) and loads the model given with --model or, failing
+// that, the one chosen in the settings.
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
+#include <QGuiApplication>
+#include <QIcon>
+#include <QPalette>
+#include <QQmlApplicationEngine>
+#include <QQmlContext>
+#include <QtQml/qqml.h>
+#include <QQuickStyle>
+#include <QStandardPaths>
+#include <QTextStream>
+#include <QUrl>
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "chat_engine.h"
+#include "chat_view_model.h"
+#include "conversation_list_model.h"
+#include "conversation_store.h"
+#include "cosmos/logging.h"
+#include "engine_host.h"
+#include "qt_log_bridge.h"
+#include "settings_view_model.h"
+#include "stats_view_model.h"
+
+#ifndef COSMOS_VERSION
+#define COSMOS_VERSION "0.0.0"
+#endif
+
+namespace {
+
+// Qt 6.4 has no QStyleHints::colorScheme: a dark window color in the platform palette means the
+// desktop prefers dark.
+bool systemPrefersDark() {
+  const QColor window = QGuiApplication::palette().color(QPalette::Window);
+  return window.lightness() < 128;
+}
+
+// Markdown links take their color from the application palette when the text is parsed; keep it
+// readable on the theme's background (Theme.qml's `link`).
+void applyLinkColor(const QString& theme, bool systemDark) {
+  const bool dark = theme == QLatin1String("dark") || (theme == QLatin1String("system") && systemDark);
+  QPalette palette = QGuiApplication::palette();
+  const QColor link(dark ? QStringLiteral("#7cb7ff") : QStringLiteral("#0b5cad"));
+  palette.setColor(QPalette::Link, link);
+  palette.setColor(QPalette::LinkVisited, link);
+  QGuiApplication::setPalette(palette);
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  QGuiApplication app(argc, argv);
+  QGuiApplication::setApplicationName(QStringLiteral("cosmos-chat"));
+  QGuiApplication::setOrganizationName(QString());
+  QGuiApplication::setApplicationDisplayName(QStringLiteral("Cosmos Chat"));
+  QGuiApplication::setApplicationVersion(QStringLiteral(COSMOS_VERSION));
+  QGuiApplication::setDesktopFileName(QStringLiteral("cosmos-chat"));
+  QGuiApplication::setWindowIcon(QIcon(QStringLiteral(":/cosmos-chat.svg")));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Local chat with NVIDIA Cosmos-Reason1-7B."));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  const QCommandLineOption modelOption(QStringLiteral("model"),
+                                       QStringLiteral("Load the model folder DIR (config.json, *.safetensors, tokenizer.json)."),
+                                       QStringLiteral("DIR"));
+  const QCommandLineOption verboseOption(QStringLiteral("verbose"), QStringLiteral("Debug output on the console."));
+  parser.addOption(modelOption);
+  parser.addOption(verboseOption);
+  parser.process(app);  // --help and --version print and exit here
+
+  // Logging: the console and a rotating file in the data folder; Qt's messages go to the same log.
+  const QString dataDir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+  QDir().mkpath(dataDir);
+  cosmos::LogOptions logOptions;
+  logOptions.verbose = parser.isSet(verboseOption);
+  logOptions.file = QDir(dataDir).filePath(QStringLiteral("cosmos.log")).toStdString();
+  const std::string logError = cosmos::setup_logging(logOptions);
+  if (!logError.empty()) std::fprintf(stderr, "cosmos-chat: %s\n", logError.c_str());
+  spdlog::flush_on(spdlog::level::info);  // the log file is read while the app runs (tests, support)
+  cosmos::ui::install_qt_log_bridge();
+  spdlog::info("cosmos-chat {} starting; data folder {}", COSMOS_VERSION, dataDir.toStdString());
+
+  QQuickStyle::setStyle(QStringLiteral("Fusion"));
+  const bool systemDark = systemPrefersDark();
+
+  // The view-models (declared before the QML engine, so they outlive it).
+  cosmos::ui::ConversationStore store;
+  QString storeError;
+  if (!store.open()) {
+    storeError = QStringLiteral("Conversations cannot be saved: %1").arg(store.lastError());
+    spdlog::error("{}", storeError.toStdString());
+  }
+  cosmos::ui::SettingsViewModel settings;
+  cosmos::ui::EngineHost engine(cosmos::ui::makeRealChatEngine());
+  cosmos::ui::ChatViewModel chat(&engine, &store);
+  chat.setSettingsProvider([&settings] {
+    return cosmos::ui::ChatSettings{settings.generateOptions(), settings.systemPrompt()};
+  });
+  cosmos::ui::ConversationListModel conversations(&store);
+  cosmos::ui::StatsViewModel stats(&engine);
+
+  // The model to load: --model for this run (remembered, as if chosen in the settings), else the
+  // settings' folder.
+  QString startupError;
+  QString modelDir = settings.modelDir();
+  if (parser.isSet(modelOption)) {
+    modelDir = QFileInfo(parser.value(modelOption)).absoluteFilePath();
+    const QString problem = settings.validateModelDir(modelDir);
+    if (problem.isEmpty()) {
+      settings.setModelDir(modelDir);
+    } else {
+      startupError = QStringLiteral("--model %1: %2").arg(parser.value(modelOption), problem);
+      spdlog::error("{}", startupError.toStdString());
+      modelDir.clear();
+    }
+  }
+
+  QVariantMap appInfo;
+  appInfo.insert(QStringLiteral("version"), QStringLiteral(COSMOS_VERSION));
+  appInfo.insert(QStringLiteral("dataDir"), dataDir);
+  appInfo.insert(QStringLiteral("logFile"), QString::fromStdString(logOptions.file));
+  appInfo.insert(QStringLiteral("databaseFile"), store.filePath());
+  appInfo.insert(QStringLiteral("recoveryNotice"), store.recoveryNotice());
+  appInfo.insert(QStringLiteral("storeError"), storeError);
+  appInfo.insert(QStringLiteral("startupError"), startupError);
+  appInfo.insert(QStringLiteral("systemDark"), systemDark);
+  applyLinkColor(settings.theme(), systemDark);
+  QObject::connect(&settings, &cosmos::ui::SettingsViewModel::themeChanged, &app,
+                   [&settings, systemDark] { applyLinkColor(settings.theme(), systemDark); });
+
+  // EngineHost's State enum for QML (import CosmosChat.Backend; EngineHost.Ready, …).
+  qmlRegisterUncreatableType<cosmos::ui::EngineHost>("CosmosChat.Backend", 1, 0, "EngineHost",
+                                                     QStringLiteral("use the engine context property"));
+
+  QQmlApplicationEngine qml;
+  QQmlContext* context = qml.rootContext();
+  context->setContextProperty(QStringLiteral("engine"), &engine);
+  context->setContextProperty(QStringLiteral("chat"), &chat);
+  context->setContextProperty(QStringLiteral("conversations"), &conversations);
+  context->setContextProperty(QStringLiteral("stats"), &stats);
+  context->setContextProperty(QStringLiteral("settings"), &settings);
+  context->setContextProperty(QStringLiteral("appInfo"), appInfo);
+  QObject::connect(
+      &qml, &QQmlApplicationEngine::objectCreated, &app,
+      [](QObject* object, const QUrl& url) {
+        if (!object) {
+          spdlog::critical("cannot create {}", url.toString().toStdString());
+          QCoreApplication::exit(1);
+        }
+      },
+      Qt::QueuedConnection);
+  qml.load(QUrl(QStringLiteral("qrc:/CosmosChat/Main.qml")));
+  if (qml.rootObjects().isEmpty()) return 1;
+
+  if (!modelDir.isEmpty()) {
+    engine.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), settings.contextLength());
+  }
+
+  const int rc = QGuiApplication::exec();
+  spdlog::info("cosmos-chat exits ({})", rc);
+  return rc;
+}

@@ -1,0 +1,96 @@
+#include "chat_engine.h"
+
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "cosmos/model_loader.h"
+#include "cosmos/precision.h"
+
+namespace cosmos::ui {
+namespace {
+
+// Owns the loaded model: the session refers to the backend and the tokenizer, so they are
+// declared before it and outlive it (members are destroyed in reverse order).
+struct LoadedEngine {
+  cosmos::LoadedModel model;                  // tokenizer + backend
+  std::unique_ptr<cosmos::Session> session;   // on model.backend / model.tokenizer
+};
+
+class RealChatEngine final : public ChatEngine {
+ public:
+  cosmos::Result<EngineInfo> load(const EngineLoadRequest& request,
+                                  const std::function<bool(double)>& progress) override {
+    auto cancelled = [] {
+      return cosmos::make_error(cosmos::ErrorCategory::cancelled, "load.cancelled", "loading was cancelled");
+    };
+    if (progress && !progress(0.0)) return cancelled();
+
+    const std::string deviceName = request.device.isEmpty() ? std::string("auto") : request.device.toStdString();
+    const auto device = cosmos::device_from_string(deviceName);
+    if (!device)
+      return cosmos::make_error(cosmos::ErrorCategory::bad_input, "load.device",
+                                "unknown device \"" + deviceName + "\" (use auto, cpu or cuda)");
+    std::string precisionName = request.precision.toStdString();
+    if (precisionName.empty() || precisionName == "auto") precisionName = "bf16";
+    const auto precision = cosmos::precision_from_string(precisionName);
+    if (!precision)
+      return cosmos::make_error(cosmos::ErrorCategory::bad_input, "load.precision",
+                                "unknown precision \"" + precisionName + "\"");
+    if (request.modelDir.isEmpty())
+      return cosmos::make_error(cosmos::ErrorCategory::bad_input, "load.model_dir", "no model folder was chosen");
+
+    cosmos::BackendOptions options;
+    options.context_tokens = request.contextTokens;
+    options.precision = *precision;
+    // The previous model stays loaded until the new one is complete (a failed or cancelled load
+    // keeps it). load_model reports no progress of its own: 0 before, 1 after.
+    auto loaded = cosmos::load_model(std::filesystem::path(request.modelDir.toStdString()), *device, options);
+    if (!loaded) return loaded.error();
+    if (progress && !progress(0.9)) return cancelled();
+
+    auto next = std::make_unique<LoadedEngine>();
+    next->model = std::move(*loaded);
+    next->session = std::make_unique<cosmos::Session>(*next->model.backend, *next->model.tokenizer);
+
+    const cosmos::Backend& backend = *next->model.backend;
+    const cosmos::BackendMemory memory = backend.memory();
+    EngineInfo info;
+    info.deviceName = QString::fromStdString(backend.device_name());
+    const std::string_view precisionText = cosmos::to_string(backend.precision());
+    info.precision = QString::fromUtf8(precisionText.data(), static_cast<qsizetype>(precisionText.size()));
+    info.deviceNote = QString::fromStdString(next->model.device_note);
+    info.onGpu = memory.on_gpu;
+    info.weightBytes = memory.weights;
+    info.kvCacheBytes = memory.kv_cache;
+    info.workspaceBytes = memory.workspace;
+    info.contextLimit = next->session->context_limit();
+    if (progress && !progress(1.0)) return cancelled();
+
+    current_ = std::move(next);  // the old session, backend and tokenizer go here, in that order
+    spdlog::info("app: loaded {} on {} ({})", request.modelDir.toStdString(), info.deviceName.toStdString(),
+                 info.precision.toStdString());
+    return info;
+  }
+
+  cosmos::Result<cosmos::GenerationResult> generate(const std::vector<cosmos::ChatMessage>& messages,
+                                                    const cosmos::GenerateOptions& options,
+                                                    const cosmos::StreamCallback& onPiece) override {
+    if (!current_)
+      return cosmos::make_error(cosmos::ErrorCategory::bad_input, "generate.no_model", "no model is loaded");
+    return current_->session->chat(messages, options, onPiece);
+  }
+
+  int contextUsed() const override {
+    return current_ ? static_cast<int>(current_->session->cached_tokens().size()) : 0;
+  }
+
+ private:
+  std::unique_ptr<LoadedEngine> current_;
+};
+
+}  // namespace
+
+std::unique_ptr<ChatEngine> makeRealChatEngine() { return std::make_unique<RealChatEngine>(); }
+
+}  // namespace cosmos::ui

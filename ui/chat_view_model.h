@@ -1,0 +1,159 @@
+// ChatViewModel (QML: `chat`): the open conversation's current branch (root .. latest leaf of the
+// ConversationStore's message tree) as a list model, and the actions on it.
+//
+// A reply: send() stores the user message (parent = the current leaf) and an empty assistant
+// message, then asks EngineHost to generate from the messages (the settings' system prompt first,
+// then the branch; an assistant message is given as the model wrote it, tags included, so the
+// session's KV cache is reused across turns). Streamed text goes through cosmos::ReasoningParser
+// into the last row (content = the answer, reasoning, thinking = inside <think> now) with
+// dataChanged for that row only, and into the row's MessageBlocksModel. The reply is saved at
+// least every second while it streams and at the end (meta: stats, thoughtSeconds, raw text,
+// stopped / error). regenerate() adds a sibling reply to the same user message; editAndResend()
+// adds a sibling user message under the same parent. An engine error keeps the partial reply and
+// sets errorText.
+#pragma once
+
+#include <QAbstractListModel>
+#include <QElapsedTimer>
+#include <QPointer>
+#include <QString>
+#include <QTimer>
+#include <QVariantMap>
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "conversation_store.h"
+#include "cosmos/reasoning_parser.h"
+#include "cosmos/session.h"
+
+namespace cosmos::ui {
+
+class EngineHost;
+class MessageBlocksModel;
+
+// What a reply is generated with (the app fills it from SettingsViewModel; tests from a lambda).
+struct ChatSettings {
+  cosmos::GenerateOptions options;
+  QString systemPrompt;  // empty: no system message
+};
+using ChatSettingsProvider = std::function<ChatSettings()>;
+
+class ChatViewModel : public QAbstractListModel {
+  Q_OBJECT
+  Q_PROPERTY(qint64 conversationId READ conversationId NOTIFY conversationIdChanged)
+  Q_PROPERTY(bool busy READ busy NOTIFY busyChanged)
+  Q_PROPERTY(bool canSend READ canSend NOTIFY canSendChanged)
+  Q_PROPERTY(QString blockedReason READ blockedReason NOTIFY canSendChanged)
+  Q_PROPERTY(QString errorText READ errorText NOTIFY errorTextChanged)
+
+ public:
+  static constexpr int kSaveIntervalMs = 1000;  // a streaming reply is saved at least this often
+
+  enum Role {
+    MessageIdRole = Qt::UserRole + 1,  // qint64
+    RoleRole,                          // QString: user | assistant | system
+    ContentRole,                       // QString: the user's text or the answer (tags removed)
+    ReasoningRole,                     // QString: the assistant's thinking
+    ThinkingRole,                      // bool: inside <think> right now
+    StreamingRole,                     // bool: the reply is arriving
+    ThoughtSecondsRole,                // double: first reasoning text to </think>
+    StatsRole,                         // QVariantMap: generationFinished's stats (empty for users)
+    BlocksRole,                        // MessageBlocksModel*: the content as Markdown blocks
+  };
+  Q_ENUM(Role)
+
+  ChatViewModel(EngineHost* engine, ConversationStore* store, QObject* parent = nullptr);
+  ~ChatViewModel() override;
+
+  void setSettingsProvider(ChatSettingsProvider provider) { settings_ = std::move(provider); }
+
+  int rowCount(const QModelIndex& parent = QModelIndex()) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QHash<int, QByteArray> roleNames() const override;
+
+  qint64 conversationId() const { return conversationId_; }
+  bool busy() const { return stream_.has_value(); }
+  bool canSend() const { return blockedReason().isEmpty(); }
+  // Why send() is refused now ("Load a model first", "Loading the model…", "Generating…"); empty
+  // when it is not.
+  QString blockedReason() const;
+  QString errorText() const { return errorText_; }
+
+  // Sends a user message in the open conversation (a new one is created when none is open).
+  Q_INVOKABLE bool send(const QString& text);
+  Q_INVOKABLE void stop();
+  // A new reply to the last user message, as a sibling of the current one.
+  Q_INVOKABLE bool regenerate();
+  // A new version of the user message at `row` (a sibling under the same parent), then a reply.
+  Q_INVOKABLE bool editAndResend(int row, const QString& text);
+  // Shows the conversation's latest branch (a running reply is stopped and still saved).
+  Q_INVOKABLE bool openConversation(qint64 id);
+  // An empty view; the conversation is created in the store by the first send().
+  Q_INVOKABLE void newConversation();
+  Q_INVOKABLE void clearError();
+
+ signals:
+  void conversationIdChanged();
+  void busyChanged();
+  void canSendChanged();
+  void errorTextChanged();
+  // The reply was written to the store (while streaming and at the end).
+  void messageSaved(qint64 messageId);
+
+ private:
+  struct Row {
+    qint64 id = 0;
+    qint64 parentId = 0;
+    QString role, content, reasoning;
+    bool thinking = false, streaming = false;
+    double thoughtSeconds = 0;
+    QVariantMap stats;
+    QVariantMap meta;
+    MessageBlocksModel* blocks = nullptr;  // owned (child of this)
+  };
+  // The reply being generated; its row may not be shown (another conversation was opened).
+  struct Stream {
+    qint64 requestId = -1;
+    qint64 messageId = 0;
+    cosmos::ReasoningParser parser;
+    QString raw;                 // the reply as the model wrote it
+    QString content, reasoning;  // the parser's channels so far
+    QElapsedTimer clock;         // since the request
+    qint64 firstTextMs = -1;     // first text of the reply
+    qint64 thinkStartMs = -1;    // first reasoning text
+    bool thinkClosed = false;
+    double thoughtSeconds = 0;
+    bool dirty = false;          // changed since the last save
+  };
+
+  void setErrorText(const QString& text);
+  void setConversationId(qint64 id);
+  Row makeRow(const StoredMessage& message);
+  void appendRow(Row row);
+  void removeRowsFrom(int row);
+  void loadBranch(qint64 conversationId);
+  bool startReply(qint64 userMessageId);
+  std::vector<cosmos::ChatMessage> promptMessages(const QString& systemPrompt) const;
+  int streamRow() const;  // the row of the streaming reply, -1 when not shown
+  void applyDelta(const cosmos::ReasoningDelta& delta);
+  void onPieces(qint64 requestId, const QString& text);
+  void onFinished(qint64 requestId, const QVariantMap& stats);
+  void onFailed(qint64 requestId, const QString& message);
+  void endStream(const QVariantMap& stats, const QString& error);
+  void notifyCanSend();
+  QVariantMap streamMeta(bool streaming, const QVariantMap& stats, const QString& error) const;
+  void saveStream(bool streaming, const QVariantMap& stats = {}, const QString& error = {});
+
+  QPointer<EngineHost> engine_;
+  QPointer<ConversationStore> store_;
+  ChatSettingsProvider settings_;
+  std::vector<Row> rows_;
+  qint64 conversationId_ = 0;
+  QString errorText_;
+  std::optional<Stream> stream_;
+  QTimer saveTimer_;
+};
+
+}  // namespace cosmos::ui
