@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unistd.h>
 
+#include "cosmos/cuda_backend.h"
 #include "engine_host.h"
 
 namespace cosmos::ui {
@@ -37,8 +38,16 @@ QVariantList StatsViewModel::history() const {
 }
 
 void StatsViewModel::refreshMemory() {
-  const qint64 used = processResidentBytes();
-  const qint64 total = physicalMemoryBytes();
+  // On the GPU: the device's memory (every process on it); on the CPU: this process in RAM.
+  qint64 used = 0, total = 0;
+  const auto gpu = onGpu_ ? cosmos::gpu_memory_info() : std::nullopt;
+  if (gpu) {
+    used = static_cast<qint64>(gpu->used);
+    total = static_cast<qint64>(gpu->total);
+  } else {
+    used = processResidentBytes();
+    total = physicalMemoryBytes();
+  }
   if (used == memoryUsed_ && total == memoryTotal_) return;
   memoryUsed_ = used;
   memoryTotal_ = total;
@@ -62,6 +71,7 @@ void StatsViewModel::onInfoChanged() {
   workspaceBytes_ = static_cast<qint64>(info.workspaceBytes);
   contextLimit_ = info.contextLimit;
   emit infoChanged();
+  refreshMemory();       // GPU or RAM figures, whichever the model now lives in
   emit memoryChanged();  // otherBytes depends on the model's bytes
 }
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "cosmos/backend.h"
 
@@ -13,6 +14,13 @@ namespace cosmos {
 
 // True when this build contains the CUDA backend.
 bool cuda_backend_built();
+
+// Used and total bytes of the first GPU's memory (all processes), for the live panel; nullopt
+// without a usable GPU.
+struct DeviceMemoryInfo {
+  std::uint64_t used = 0, total = 0;
+};
+std::optional<DeviceMemoryInfo> gpu_memory_info();
 
 // Errors: "backend.no_gpu" (unsupported_model) with the runtime's reason; "backend.gpu_memory"
 // (out_of_memory) with needed and free bytes; "backend.cuda" (internal) with call, file and line;

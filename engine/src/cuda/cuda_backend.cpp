@@ -407,6 +407,15 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
 
 bool cuda_backend_built() { return true; }
 
+std::optional<DeviceMemoryInfo> gpu_memory_info() {
+  std::size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  return DeviceMemoryInfo{total_b - free_b, total_b};
+}
+
 Result<std::unique_ptr<Backend>> create_cuda_backend(const std::filesystem::path& model_dir,
                                                      const BackendOptions& options) {
   if (options.precision != Precision::bf16)
