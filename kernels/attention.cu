@@ -73,13 +73,26 @@ int attention_max_context() {
   return (optin - (kMaxHeadDim + 32 + 4) * 4) / 4;
 }
 
-std::size_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
-  if (a.n <= 0) return 0;
+static std::size_t attention_smem_bytes(int max_ctx) {
   // +4 floats of slack: the compiler's unrolled read of the scores may load up to 3 floats past
   // the last one it uses (compute-sanitizer flagged it; the values are never used).
-  const std::size_t smem = (static_cast<std::size_t>(a.max_ctx) + 4 + kMaxHeadDim + 32) * sizeof(float);
-  if (smem > 48 * 1024)
-    cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  return (static_cast<std::size_t>(max_ctx) + 4 + kMaxHeadDim + 32) * sizeof(float);
+}
+
+static int g_attention_smem_limit = 48 * 1024;  // the kernel's current dynamic shared-memory limit
+
+void prepare_attention(int max_ctx) {
+  const std::size_t smem = attention_smem_bytes(max_ctx);
+  if (static_cast<int>(smem) <= g_attention_smem_limit) return;
+  if (cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) ==
+      cudaSuccess)
+    g_attention_smem_limit = static_cast<int>(smem);
+}
+
+std::size_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.n <= 0) return 0;
+  const std::size_t smem = attention_smem_bytes(a.max_ctx);
+  prepare_attention(a.max_ctx);
   attention_kernel<<<dim3(a.n, a.heads), kThreads, smem, stream>>>(a);
   // Each (token, head) reads its context's K and V rows once (no reuse across the 7 query heads yet).
   std::size_t ctx_total = 0;  // not known on the host without the lengths; report q/out plus an estimate

@@ -25,6 +25,9 @@ struct AttentionArgs {
 
 // The longest context this kernel supports on the current device (shared memory bound).
 int attention_max_context();
+// Allows launches with max_ctx up to `max_ctx` (raises the kernel's dynamic shared-memory limit);
+// call once before capturing launches into a CUDA graph.
+void prepare_attention(int max_ctx);
 std::size_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
 
 }  // namespace cosmos::kernels

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -53,6 +54,7 @@ class CudaBackend final : public Backend {
   CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape)
       : config_(std::move(config)), gpu_(gpu), cache_(shape) {}
   ~CudaBackend() override {
+    drop_graph();
     for (void* p : allocations_) cudaFree(p);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -85,6 +87,17 @@ class CudaBackend final : public Backend {
   Status ensure_workspace(int tokens, int rows);
   Status linear(const float* x, const bf16* w, const bf16* bias, const float* residual, float* y, int n, int rows,
                 int cols);
+  // Offsets of each array inside meta_ (see forward()).
+  struct MetaOffsets {
+    std::size_t ids = 0, pos = 0, slots = 0, toff = 0, ctx = 0, tab = 0;
+  };
+  // Launches the whole forward pass for N tokens (logits rows `rows`) on stream_.
+  Status enqueue(int N, const std::vector<int>& rows, const MetaOffsets& o, int max_ctx);
+  // Frees the decode graph (its kernels captured pointers that are about to change).
+  void drop_graph() {
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+  }
 
   ModelConfig config_;
   kernels::GpuInfo gpu_;
@@ -102,6 +115,10 @@ class CudaBackend final : public Backend {
   float *sel_ = nullptr, *logits_ = nullptr;
   std::int32_t* meta_ = nullptr;  // ids, positions, slots, table offsets, ctx lengths, tables
   std::size_t meta_ints_ = 0;
+  // The one-token decode step captured as a CUDA graph (kernels read positions and lengths from
+  // meta_, so the same graph replays at every step); rebuilt when buffers move.
+  cudaGraphExec_t graph_exec_ = nullptr;
+  std::vector<std::pair<int, const float*>> pending_embeddings_;  // (token row, host fp32 [hidden]) for this pass
 };
 
 Result<void*> CudaBackend::alloc(std::size_t bytes, const char* what) {
@@ -203,6 +220,9 @@ Status CudaBackend::load(const Checkpoint& ckpt) {
   TRY_ASSIGN(f, alloc(inv.size() * sizeof(float), "rope tables"));
   inv_freq_ = static_cast<float*>(f);
   CUDA_TRY(cudaMemcpy(inv_freq_, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  // Shared memory for attention over the whole cache, set once outside any graph capture.
+  kernels::prepare_attention(static_cast<int>(cache_.shape().tokens()));
+  CUDA_TRY(cudaGetLastError());
   return ensure_workspace(64, 1);
 #undef TRY_ASSIGN
 #undef TRY
@@ -212,6 +232,7 @@ Status CudaBackend::ensure_workspace(int tokens, int rows) {
   if (tokens <= ws_tokens_ && rows <= ws_rows_) return ok_status();
   tokens = std::max(tokens, ws_tokens_);
   rows = std::max(rows, ws_rows_);
+  drop_graph();
   for (float* p : {x_, h_, qkv_, q_, att_, gu_, act_, sel_, logits_}) {
     if (!p) continue;
     cudaFree(p);
@@ -270,7 +291,7 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
   if (!failed_.empty())
     return make_error(ErrorCategory::internal, "backend.failed", "the GPU backend stopped after an error: " + failed_);
   const ModelConfig& c = config_;
-  const int H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), FF = c.intermediate_size, D = c.head_dim;
+  const int H = c.hidden_size;
   const int bs = cache_.shape().block_size;
   // Host-side bookkeeping: per token id, position, cache slot, table offset and context length.
   std::vector<int> start(batch.size());
@@ -327,6 +348,7 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
                     o_ctx = o_toff + table_off.size(), o_tab = o_ctx + ctx.size();
   for (auto* v : {&ids, &pos, &slots, &table_off, &ctx, &tables}) meta.insert(meta.end(), v->begin(), v->end());
   if (meta.size() > meta_ints_) {
+    drop_graph();
     if (meta_) {
       cudaFree(meta_);
       std::erase(allocations_, static_cast<void*>(meta_));
@@ -337,15 +359,52 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
     meta_ints_ = meta.size() * 2;
   }
   CUDA_TRY(cudaMemcpyAsync(meta_, meta.data(), meta.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
-
-  kernels::launch_embedding(embed_, meta_ + o_ids, x_, N, H, stream_);
-  for (std::size_t s = 0, t0 = 0; s < batch.size(); t0 += batch[s].tokens.size(), ++s) {
-    const SequenceInput& in = batch[s];
-    for (std::size_t i = 0; i < in.embedding_rows.size(); ++i)
-      if (in.embedding_rows[i] >= 0)
-        CUDA_TRY(cudaMemcpyAsync(x_ + (t0 + i) * H, in.embeddings.data() + static_cast<std::size_t>(in.embedding_rows[i]) * H,
-                                 H * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  const MetaOffsets offsets{o_ids, o_pos, o_slots, o_toff, o_ctx, o_tab};
+  pending_embeddings_.clear();
+  for (std::size_t s = 0, t0 = 0; s < batch.size(); t0 += batch[s].tokens.size(), ++s)
+    for (std::size_t i = 0; i < batch[s].embedding_rows.size(); ++i)
+      if (batch[s].embedding_rows[i] >= 0)
+        pending_embeddings_.emplace_back(static_cast<int>(t0 + i),
+                                         batch[s].embeddings.data() + static_cast<std::size_t>(batch[s].embedding_rows[i]) * H);
+  const bool has_embeddings = std::any_of(batch.begin(), batch.end(), [](const SequenceInput& in) {
+    return std::any_of(in.embedding_rows.begin(), in.embedding_rows.end(), [](int r) { return r >= 0; });
+  });
+  if (N == 1 && !has_embeddings) {
+    // Decode step: replay the captured graph (capture it the first time). Attention is captured
+    // for the cache's full capacity; the kernels read the real length from meta_.
+    if (!graph_exec_) {
+      cudaGraph_t graph = nullptr;
+      CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      const Status st = enqueue(1, rows, offsets, static_cast<int>(cache_.shape().tokens()));
+      const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+      if (!st) return st;
+      if (end != cudaSuccess) return fail(cuda_error(end, "cudaStreamEndCapture", __FILE__, __LINE__));
+      const cudaError_t inst = cudaGraphInstantiate(&graph_exec_, graph, 0);
+      cudaGraphDestroy(graph);
+      if (inst != cudaSuccess) return fail(cuda_error(inst, "cudaGraphInstantiate", __FILE__, __LINE__));
+    }
+    CUDA_TRY(cudaGraphLaunch(graph_exec_, stream_));
+  } else {
+    if (auto st = enqueue(N, rows, offsets, max_ctx); !st) return st;
   }
+  out.vocab = c.vocab_size;
+  out.logits.resize(static_cast<std::size_t>(R) * c.vocab_size);
+  CUDA_TRY(cudaMemcpyAsync(out.logits.data(), logits_, out.logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_TRY(cudaStreamSynchronize(stream_));
+  for (std::size_t s = 0; s < batch.size(); ++s)
+    cache_.set_length(batch[s].seq, start[s] + static_cast<int>(batch[s].tokens.size()));
+  return ok_status();
+}
+
+Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffsets& o, int max_ctx) {
+  const ModelConfig& c = config_;
+  const int H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), FF = c.intermediate_size, D = c.head_dim;
+  const int bs = cache_.shape().block_size;
+  const int R = static_cast<int>(rows.size());
+  const std::size_t o_ids = o.ids, o_pos = o.pos, o_slots = o.slots, o_toff = o.toff, o_ctx = o.ctx, o_tab = o.tab;
+  kernels::launch_embedding(embed_, meta_ + o_ids, x_, N, H, stream_);
+  for (const auto& [row, src] : pending_embeddings_)
+    CUDA_TRY(cudaMemcpyAsync(x_ + static_cast<std::size_t>(row) * H, src, H * sizeof(float), cudaMemcpyHostToDevice, stream_));
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int sec0 = c.mrope_section.size() == 3 ? c.mrope_section[0] : D;
   const int sec1 = c.mrope_section.size() == 3 ? c.mrope_section[1] : 0;
@@ -393,14 +452,7 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
   for (int r = 0; r < R; ++r)
     kernels::launch_rms_norm(x_ + static_cast<std::size_t>(rows[r]) * H, H, final_norm_, sel_ + static_cast<std::size_t>(r) * H,
                              1, H, eps, stream_);
-  if (auto st = linear(sel_, lm_head_, nullptr, nullptr, logits_, R, c.vocab_size, H); !st) return st;
-  out.vocab = c.vocab_size;
-  out.logits.resize(static_cast<std::size_t>(R) * c.vocab_size);
-  CUDA_TRY(cudaMemcpyAsync(out.logits.data(), logits_, out.logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  CUDA_TRY(cudaStreamSynchronize(stream_));
-  for (std::size_t s = 0; s < batch.size(); ++s)
-    cache_.set_length(batch[s].seq, start[s] + static_cast<int>(batch[s].tokens.size()));
-  return ok_status();
+  return linear(sel_, lm_head_, nullptr, nullptr, logits_, R, c.vocab_size, H);
 }
 
 }  // namespace
