@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Sets everything up, builds the release, and starts Cosmos Chat on a working default.
-# Until the desktop app lands, "the app" is cosmos-cli: it inspects the model folder given in
-# $COSMOS_MODEL (default ~/models/Cosmos-Reason1-7B) or, when there is none, a tiny test model it
-# makes, and shows how a chat turn is tokenized.
+# Sets everything up, builds the release, and starts the Cosmos Chat desktop app.
+# With $COSMOS_MODEL (default ~/models/Cosmos-Reason1-7B) holding a model folder (config.json) the
+# app loads it; otherwise it opens on its welcome page, which offers to choose a folder, shows how
+# to download the model, and can make a demo model (tiny, random weights) to try the app.
+# Extra arguments go to cosmos-chat (e.g. --verbose).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packaging/setup.sh
 cmake --workflow --preset release
-cli=build/release/bin/cosmos-cli
+app=build/release/bin/cosmos-chat
 model="${COSMOS_MODEL:-$HOME/models/Cosmos-Reason1-7B}"
-if [ ! -f "$model/config.json" ]; then
-  cache="${COSMOS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cosmos-chat}"
-  echo "No model at $model (set COSMOS_MODEL=DIR, see README): using a tiny test model instead."
-  model="$cache/tiny-test-model"
-  [ -f "$model/config.json" ] || "$cli" make-test-model --preset tiny --seed 1 --out "$model"
+args=()
+if [ -f "$model/config.json" ]; then
+  args+=(--model "$model")
+else
+  echo "No model at $model (set COSMOS_MODEL=DIR, see README): the app opens on its welcome page."
 fi
-"$cli" inspect --model "$model"
-echo
-echo "A chat turn in the model's format:"
-echo '[{"role":"user","content":"Is the robot about to drop the cup?"}]' | "$cli" chat-prompt --model "$model" --messages -
+if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
+  echo "No display (DISPLAY / WAYLAND_DISPLAY unset): starting the app under xvfb-run, invisible." >&2
+  echo "Run it from a desktop session to see it, or use cosmos-cli (build/release/bin/cosmos-cli)." >&2
+  exec xvfb-run -a "$app" "${args[@]}" "$@"
+fi
+exec "$app" "${args[@]}" "$@"

@@ -20,7 +20,9 @@ packages=(
   qt6-base-dev qt6-declarative-dev libqt6sql6-sqlite libgl-dev
   qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-layouts
   qml6-module-qtquick-window qml6-module-qtquick-templates qml6-module-qtqml-workerscript
-  xvfb xauth
+  qml6-module-qtqml qml6-module-qtqml-models qml6-module-qtquick-dialogs
+  qml6-module-qt-labs-folderlistmodel qml6-module-qttest libqt6svg6
+  xvfb xauth xdotool imagemagick sqlite3
   fonts-noto-cjk fonts-noto-color-emoji
 )
 

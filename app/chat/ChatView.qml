@@ -39,7 +39,8 @@ Item {
             positionViewAtEnd()
             autoScrolling = false
         }
-        onContentYChanged: if (!autoScrolling && (moving || dragging || scrollBar.pressed)) followTail = atYEnd
+        // Any scroll we did not make (wheel, drag, scroll bar, keys) decides: at the end, follow.
+        onContentYChanged: if (!autoScrolling) followTail = atYEnd
         onMovementEnded: followTail = atYEnd
         onContentHeightChanged: if (followTail) Qt.callLater(scrollToEnd)
         onHeightChanged: if (followTail) Qt.callLater(scrollToEnd)
@@ -47,16 +48,6 @@ Item {
             followTail = true
             Qt.callLater(scrollToEnd)
         }
-        WheelHandler {
-            // Wheel scrolling does not always count as "moving": decide after the wheel event.
-            onWheel: (event) => {
-                if (event.angleDelta.y > 0) list.followTail = false
-                else Qt.callLater(() => { list.followTail = list.atYEnd })
-            }
-            acceptedDevices: PointerDevice.Mouse | PointerDevice.TouchPad
-            target: null
-        }
-
         ScrollBar.vertical: ScrollBar { id: scrollBar; policy: ScrollBar.AsNeeded }
 
         header: Item { width: 1; height: 18 }

@@ -49,6 +49,7 @@ Rectangle {
                 from: 0
                 to: 1
                 value: engine.loadProgress
+                indeterminate: engine.loadProgress <= 0
                 Accessible.name: qsTr("Load progress")
             }
             RowLayout {

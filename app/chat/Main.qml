@@ -76,6 +76,11 @@ ApplicationWindow {
         enabled: window.settingsOpen && !window.loading
         onActivated: window.settingsOpen = false
     }
+    Shortcut {
+        sequence: "Esc"
+        enabled: chat.busy && !window.settingsOpen && !window.loading
+        onActivated: chat.stop()
+    }
 
     RowLayout {
         anchors.fill: parent

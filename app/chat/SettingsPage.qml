@@ -29,7 +29,10 @@ Item {
     FolderDialog {
         id: folderDialog
         title: qsTr("Choose the model folder")
-        currentFolder: settings.modelDir !== "" ? "file://" + settings.modelDir : ""
+        // The folder that holds the current model (or ~/models).
+        currentFolder: "file://" + (settings.modelDir !== ""
+                                    ? settings.modelDir.substring(0, Math.max(1, settings.modelDir.lastIndexOf("/")))
+                                    : appInfo.modelsDir)
         onAccepted: root.chooseFolder(selectedFolder.toString())
     }
 
@@ -160,8 +163,15 @@ Item {
                     Label { text: qsTr("Context length"); color: Theme.text; Layout.preferredWidth: 140 }
                     ComboBox {
                         id: contextBox
-                        readonly property var sizes: [2048, 4096, 8192, 16384, 32768, 65536, 131072]
-                                                     .filter(n => n <= settings.maxContextLength)
+                        readonly property var sizes: {
+                            const list = [2048, 4096, 8192, 16384, 32768, 65536, 131072]
+                                         .filter(n => n <= settings.maxContextLength)
+                            if (list.indexOf(settings.contextLength) < 0) {
+                                list.push(settings.contextLength)
+                                list.sort((a, b) => a - b)
+                            }
+                            return list
+                        }
                         model: sizes.map(n => qsTr("%1 tokens").arg(n.toLocaleString(Qt.locale(), "f", 0)))
                         currentIndex: Math.max(0, sizes.indexOf(settings.contextLength))
                         Layout.preferredWidth: 200

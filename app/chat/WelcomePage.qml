@@ -26,6 +26,7 @@ Item {
     FolderDialog {
         id: folderDialog
         title: qsTr("Choose the Cosmos-Reason1-7B folder")
+        currentFolder: "file://" + appInfo.modelsDir
         onAccepted: root.chooseFolder(selectedFolder.toString())
     }
 

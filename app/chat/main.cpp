@@ -53,28 +53,60 @@ void applyLinkColor(const QString& theme, bool systemDark) {
   QGuiApplication::setPalette(palette);
 }
 
+void setApplicationNames() {
+  QCoreApplication::setApplicationName(QStringLiteral("cosmos-chat"));
+  QCoreApplication::setOrganizationName(QString());
+  QCoreApplication::setApplicationVersion(QStringLiteral(COSMOS_VERSION));
+}
+
+struct Options {
+  QCommandLineOption model{QStringLiteral("model"),
+                           QStringLiteral("Load the model folder DIR (config.json, *.safetensors, tokenizer.json)."),
+                           QStringLiteral("DIR")};
+  QCommandLineOption verbose{QStringLiteral("verbose"), QStringLiteral("Debug output on the console.")};
+};
+
+void configureParser(QCommandLineParser& parser, const Options& options) {
+  parser.setApplicationDescription(QStringLiteral("Local chat with NVIDIA Cosmos-Reason1-7B."));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  parser.addOption(options.model);
+  parser.addOption(options.verbose);
+}
+
+// --help and --version answer without a display (QGuiApplication needs one).
+bool wantsTextOnly(int argc, char* argv[]) {
+  for (int i = 1; i < argc; ++i) {
+    const QByteArray a(argv[i]);
+    if (a == "--help" || a == "-h" || a == "--help-all" || a == "--version" || a == "-v") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  const Options options;
+  if (wantsTextOnly(argc, argv)) {
+    QCoreApplication core(argc, argv);
+    setApplicationNames();
+    QCommandLineParser parser;
+    configureParser(parser, options);
+    parser.process(core);  // prints and exits
+    return 0;
+  }
+
   QGuiApplication app(argc, argv);
-  QGuiApplication::setApplicationName(QStringLiteral("cosmos-chat"));
-  QGuiApplication::setOrganizationName(QString());
+  setApplicationNames();
   QGuiApplication::setApplicationDisplayName(QStringLiteral("Cosmos Chat"));
-  QGuiApplication::setApplicationVersion(QStringLiteral(COSMOS_VERSION));
   QGuiApplication::setDesktopFileName(QStringLiteral("cosmos-chat"));
   QGuiApplication::setWindowIcon(QIcon(QStringLiteral(":/cosmos-chat.svg")));
 
   QCommandLineParser parser;
-  parser.setApplicationDescription(QStringLiteral("Local chat with NVIDIA Cosmos-Reason1-7B."));
-  parser.addHelpOption();
-  parser.addVersionOption();
-  const QCommandLineOption modelOption(QStringLiteral("model"),
-                                       QStringLiteral("Load the model folder DIR (config.json, *.safetensors, tokenizer.json)."),
-                                       QStringLiteral("DIR"));
-  const QCommandLineOption verboseOption(QStringLiteral("verbose"), QStringLiteral("Debug output on the console."));
-  parser.addOption(modelOption);
-  parser.addOption(verboseOption);
-  parser.process(app);  // --help and --version print and exit here
+  configureParser(parser, options);
+  parser.process(app);
+  const QCommandLineOption& modelOption = options.model;
+  const QCommandLineOption& verboseOption = options.verbose;
 
   // Logging: the console and a rotating file in the data folder; Qt's messages go to the same log.
   const QString dataDir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
@@ -132,6 +164,9 @@ int main(int argc, char* argv[]) {
   appInfo.insert(QStringLiteral("storeError"), storeError);
   appInfo.insert(QStringLiteral("startupError"), startupError);
   appInfo.insert(QStringLiteral("systemDark"), systemDark);
+  // Where the folder dialogs open: ~/models when it exists (the README's download target).
+  const QString models = QDir::home().filePath(QStringLiteral("models"));
+  appInfo.insert(QStringLiteral("modelsDir"), QFileInfo(models).isDir() ? models : QDir::homePath());
   applyLinkColor(settings.theme(), systemDark);
   QObject::connect(&settings, &cosmos::ui::SettingsViewModel::themeChanged, &app,
                    [&settings, systemDark] { applyLinkColor(settings.theme(), systemDark); });

@@ -123,7 +123,7 @@ echo "e2e: reply saved ($tokens tokens) in conversation \"$title\""
 
 # --- the screenshot (after the frame that shows the finished reply is drawn) ---
 sleep 0.5
-import -window root "$out/e2e-chat.png" || fail "the screenshot failed"
+import -window "$win" "$out/e2e-chat.png" || fail "the screenshot failed"
 echo "e2e: screenshot $out/e2e-chat.png"
 
 # --- a clean exit ---
