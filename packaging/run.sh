@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, builds the release, and starts the Cosmos Chat desktop app.
 # With $COSMOS_MODEL (default ~/models/Cosmos-Reason1-7B) holding a model folder (config.json) the
-# app loads it; otherwise it opens on its welcome page, which offers to choose a folder, shows how
-# to download the model, and can make a demo model (tiny, random weights) to try the app.
+# app loads it; else the model saved in the app's settings; else the demo model (tiny, the real
+# tokenizer, random weights), made once in the app's data folder, so the app is ready to chat.
 # Extra arguments go to cosmos-chat (e.g. --verbose).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,10 +11,19 @@ cmake --workflow --preset release
 app=build/release/bin/cosmos-chat
 model="${COSMOS_MODEL:-$HOME/models/Cosmos-Reason1-7B}"
 args=()
+conf="${XDG_CONFIG_HOME:-$HOME/.config}/cosmos-chat/cosmos-chat.conf"
+saved=$(sed -n 's/^modelDir=//p' "$conf" 2>/dev/null | head -1)
 if [ -f "$model/config.json" ]; then
   args+=(--model "$model")
+elif [ -n "$saved" ] && [ -f "$saved/config.json" ]; then
+  echo "Starting with the model chosen in the app's settings: $saved"
 else
-  echo "No model at $model (set COSMOS_MODEL=DIR, see README): the app opens on its welcome page."
+  # Ready to chat at once: the demo model (the real tokenizer, random weights: meaningless text).
+  demo="${XDG_DATA_HOME:-$HOME/.local/share}/cosmos-chat/demo-model"
+  [ -f "$demo/config.json" ] || build/release/bin/cosmos-cli make-test-model --preset tiny --seed 1 -q --out "$demo"
+  echo "No model at $model (set COSMOS_MODEL=DIR, see README): starting on the demo model, whose random"
+  echo "weights produce meaningless text. Choose the real model in Settings once it is downloaded."
+  args+=(--model "$demo")
 fi
 if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
   echo "No display (DISPLAY / WAYLAND_DISPLAY unset): starting the app under xvfb-run, invisible." >&2

@@ -43,8 +43,10 @@ class RealChatEngine final : public ChatEngine {
     cosmos::BackendOptions options;
     options.context_tokens = request.contextTokens;
     options.precision = *precision;
+    // Weights placed on the device map to 5%..90% of the bar; returning false cancels the load.
+    if (progress) options.progress = [&progress](double f) { return progress(0.05 + 0.85 * f); };
     // The previous model stays loaded until the new one is complete (a failed or cancelled load
-    // keeps it). load_model reports no progress of its own: 0 before, 1 after.
+    // keeps it).
     auto loaded = cosmos::load_model(std::filesystem::path(request.modelDir.toStdString()), *device, options);
     if (!loaded) return loaded.error();
     if (progress && !progress(0.9)) return cancelled();

@@ -1,6 +1,7 @@
 // The CUDA backend on the tiny model: logits against transformers' float32 golden data and against
 // the CPU backend, 64 greedy tokens equal to transformers', batching and chunked prefill equal to
 // single runs. Tolerance 2e-4 as for the CPU (fp32 arithmetic on both sides; see test_cpu_backend).
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -166,6 +167,27 @@ TEST_F(CudaBackendTest, ErrorsAreClearAndLeaveTheCacheUnchanged) {
   auto q8 = create_cuda_backend(testing::tiny_model_dir(), o);
   ASSERT_FALSE(q8.ok());
   EXPECT_EQ(q8.error().code, "backend.precision");
+}
+
+TEST_F(CudaBackendTest, LoadReportsProgressAndCanBeCancelled) {
+  std::vector<double> seen;
+  BackendOptions o;
+  o.progress = [&](double f) {
+    seen.push_back(f);
+    return true;
+  };
+  ASSERT_TRUE(create_cuda_backend(testing::tiny_model_dir(), o).ok());
+  ASSERT_GE(seen.size(), 10u);  // one step per tensor
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  EXPECT_EQ(seen.back(), 1.0);
+  int calls = 0;
+  o.progress = [&](double) { return ++calls < 5; };  // cancel part-way
+  auto cancelled = create_cuda_backend(testing::tiny_model_dir(), o);
+  ASSERT_FALSE(cancelled.ok());
+  EXPECT_EQ(cancelled.error().code, "load.cancelled");
+  // The GPU memory of the cancelled load was given back: a full load still fits and works.
+  auto again = create_cuda_backend(testing::tiny_model_dir(), BackendOptions{});
+  ASSERT_TRUE(again.ok());
 }
 
 }  // namespace

@@ -227,3 +227,28 @@ TEST(CpuBackend, RefusesPrecisionsItDoesNotRun) {
 
 }  // namespace
 }  // namespace cosmos
+
+namespace cosmos {
+namespace {
+
+TEST(CpuBackend, LoadReportsProgressAndCanBeCancelled) {
+  std::vector<double> seen;
+  BackendOptions o;
+  o.progress = [&](double f) {
+    seen.push_back(f);
+    return true;
+  };
+  auto ok = create_cpu_backend(testing::tiny_model_dir(), o);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen.front(), 0.0);
+  EXPECT_EQ(seen.back(), 1.0);
+  o.progress = [](double) { return false; };
+  auto cancelled = create_cpu_backend(testing::tiny_model_dir(), o);
+  ASSERT_FALSE(cancelled.ok());
+  EXPECT_EQ(cancelled.error().code, "load.cancelled");
+  EXPECT_EQ(cancelled.error().category, ErrorCategory::cancelled);
+}
+
+}  // namespace
+}  // namespace cosmos

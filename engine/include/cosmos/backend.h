@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,6 +72,13 @@ struct BackendOptions {
   int context_tokens = 8192;  // KV-cache capacity in tokens (all sequences together)
   int threads = 0;            // CPU threads; 0: all cores
   Precision precision = Precision::bf16;
+  // Load progress (0..1, as weights are placed); returning false cancels the load, which then
+  // fails with category `cancelled`, code "load.cancelled".
+  std::function<bool(double fraction)> progress;
 };
+
+inline Error load_cancelled_error() {
+  return make_error(ErrorCategory::cancelled, "load.cancelled", "loading was cancelled");
+}
 
 }  // namespace cosmos

@@ -317,8 +317,11 @@ Result<std::unique_ptr<Backend>> create_cpu_backend(const std::filesystem::path&
   shape.head_dim = config->head_dim;
   shape.block_size = 16;
   shape.n_blocks = (options.context_tokens + shape.block_size - 1) / shape.block_size;
+  if (options.progress && !options.progress(0.0)) return load_cancelled_error();
   auto backend = std::make_unique<CpuBackend>(std::move(*config), std::move(*ckpt), options, shape);
   if (auto st = backend->bind_weights(); !st) return st.error();
+  // The weights are memory-mapped: the operating system pages them in on first use.
+  if (options.progress && !options.progress(1.0)) return load_cancelled_error();
   spdlog::info("cpu backend: {} from {}, {} tokens of KV cache", backend->device_name(), model_dir.string(),
                shape.tokens());
   return std::unique_ptr<Backend>(std::move(backend));

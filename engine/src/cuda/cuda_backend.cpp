@@ -59,7 +59,7 @@ class CudaBackend final : public Backend {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  Status load(const Checkpoint& ckpt);
+  Status load(const Checkpoint& ckpt, const std::function<bool(double)>& progress);
 
   std::string_view name() const override { return "cuda"; }
   std::string device_name() const override { return gpu_.name; }
@@ -109,6 +109,8 @@ class CudaBackend final : public Backend {
   float* inv_freq_ = nullptr;  // [head_dim / 2]
   std::vector<Layer> layers_;
   std::uint64_t weight_bytes_ = 0, kv_bytes_ = 0, workspace_bytes_ = 0;
+  std::function<bool(double)> progress_;         // load progress, null after loading
+  std::uint64_t uploaded_ = 0, to_upload_ = 0;   // text-model bytes copied / to copy
   // Workspace, grown on demand (sized for `ws_tokens_` tokens and `ws_rows_` logits rows).
   int ws_tokens_ = 0, ws_rows_ = 0;
   float *x_ = nullptr, *h_ = nullptr, *qkv_ = nullptr, *q_ = nullptr, *att_ = nullptr, *gu_ = nullptr, *act_ = nullptr;
@@ -138,6 +140,8 @@ Result<void*> CudaBackend::alloc(std::size_t bytes, const char* what) {
 }
 
 Status CudaBackend::upload(const Checkpoint& ckpt, const std::string& name, bf16* dst) {
+  if (progress_ && !progress_(static_cast<double>(uploaded_) / static_cast<double>(std::max<std::uint64_t>(1, to_upload_))))
+    return load_cancelled_error();
   const CheckpointTensor* t = ckpt.find(name);
   if (t->info.dtype != DType::bf16)
     return make_error(ErrorCategory::unsupported_model, "backend.dtype",
@@ -145,10 +149,14 @@ Status CudaBackend::upload(const Checkpoint& ckpt, const std::string& name, bf16
                           "; the CUDA backend reads bf16 checkpoints (Cosmos-Reason1-7B ships bf16)");
   const auto bytes = ckpt.data(*t);
   CUDA_TRY(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  uploaded_ += bytes.size();
   return ok_status();
 }
 
-Status CudaBackend::load(const Checkpoint& ckpt) {
+Status CudaBackend::load(const Checkpoint& ckpt, const std::function<bool(double)>& progress) {
+  progress_ = progress;
+  for (const auto& t : ckpt.tensors())
+    if (t.name.rfind("visual.", 0) != 0) to_upload_ += t.info.nbytes;
   CUDA_TRY(cudaSetDevice(gpu_.index));
   CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const ModelConfig& c = config_;
@@ -223,6 +231,8 @@ Status CudaBackend::load(const Checkpoint& ckpt) {
   // Shared memory for attention over the whole cache, set once outside any graph capture.
   kernels::prepare_attention(static_cast<int>(cache_.shape().tokens()));
   CUDA_TRY(cudaGetLastError());
+  if (progress_ && !progress_(1.0)) return load_cancelled_error();
+  progress_ = nullptr;
   return ensure_workspace(64, 1);
 #undef TRY_ASSIGN
 #undef TRY
@@ -494,7 +504,7 @@ Result<std::unique_ptr<Backend>> create_cuda_backend(const std::filesystem::path
                  options.context_tokens);
   shape.n_blocks = (context + shape.block_size - 1) / shape.block_size;
   auto backend = std::make_unique<CudaBackend>(std::move(*config), q.gpus[0], shape);
-  if (auto st = backend->load(*ckpt); !st) return st.error();
+  if (auto st = backend->load(*ckpt, options.progress); !st) return st.error();
   const BackendMemory m = backend->memory();
   spdlog::info("cuda backend: {} (sm_{}{}), weights {} MiB, KV cache {} MiB ({} tokens), from {}", q.gpus[0].name,
                q.gpus[0].sm_major, q.gpus[0].sm_minor, m.weights >> 20, m.kv_cache >> 20, shape.tokens(),
