@@ -28,7 +28,8 @@ Item {
     implicitHeight: body.implicitHeight + 8
     height: implicitHeight
     Accessible.role: Accessible.ListItem
-    Accessible.name: (isUser ? qsTr("You: ") : qsTr("Cosmos: ")) + content
+    // Short: screen readers read the blocks themselves; a 70 kB name would be rebuilt per batch.
+    Accessible.name: (isUser ? qsTr("You: ") : qsTr("Cosmos: ")) + (content.length > 200 ? content.slice(0, 200) + "…" : content)
 
     HoverHandler { id: hover }
 
@@ -71,7 +72,9 @@ Item {
                 Text {
                     id: measure
                     visible: false
-                    text: root.content
+                    // Only user bubbles use these: an assistant reply must not be laid out again
+                    // in hidden text items on every streamed batch (cost grew with its length).
+                    text: root.isUser ? root.content : ""
                     font: userText.font
                     textFormat: Text.PlainText
                 }
@@ -81,7 +84,7 @@ Item {
                     anchors.margins: 9
                     anchors.leftMargin: 14
                     anchors.rightMargin: 14
-                    text: root.content
+                    text: root.isUser ? root.content : ""
                     textFormat: TextEdit.PlainText
                     wrapMode: TextEdit.Wrap
                     readOnly: true

@@ -9,6 +9,7 @@
 #include <QPalette>
 #include <QQmlApplicationEngine>
 #include <QQmlContext>
+#include <QQmlExtensionPlugin>
 #include <QtQml/qqml.h>
 #include <QQuickStyle>
 #include <QStandardPaths>
@@ -28,6 +29,9 @@
 #include "qt_log_bridge.h"
 #include "settings_view_model.h"
 #include "stats_view_model.h"
+
+// The CosmosChat QML module is a static library (app/chat/CMakeLists.txt): keep its plugin.
+Q_IMPORT_QML_PLUGIN(CosmosChatPlugin)
 
 #ifndef COSMOS_VERSION
 #define COSMOS_VERSION "0.0.0"

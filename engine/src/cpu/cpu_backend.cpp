@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cosmos/batch_plan.h"
 #include "cosmos/checkpoint.h"
 #include "cpu/cpu_ops.h"
 
@@ -146,43 +147,10 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
   const int group = c.num_heads / c.num_kv_heads;
   const auto bs = cache_.shape().block_size;
 
-  // Per token: which sequence, cache index, position.
-  struct TokenRef {
-    int seq_index;
-    int cache_index;
-  };
-  std::vector<TokenRef> tokens;
-  std::vector<Position3> positions;
-  std::vector<int> start(batch.size());
-  for (std::size_t s = 0; s < batch.size(); ++s) {
-    const SequenceInput& in = batch[s];
-    if (!cache_.valid(in.seq))
-      return make_error(ErrorCategory::internal, "backend.sequence", "forward: unknown sequence " + std::to_string(in.seq));
-    if (in.tokens.empty())
-      return make_error(ErrorCategory::internal, "backend.empty", "forward: a sequence has no new tokens");
-    if (!in.positions.empty() && in.positions.size() != in.tokens.size())
-      return make_error(ErrorCategory::internal, "backend.positions", "forward: positions and tokens differ in length");
-    start[s] = cache_.length(in.seq);
-    for (std::size_t i = 0; i < in.tokens.size(); ++i) {
-      const TokenId id = in.tokens[i];
-      const bool embedded = !in.embedding_rows.empty() && in.embedding_rows[i] >= 0;
-      if (!embedded && (id < 0 || id >= c.vocab_size))
-        return make_error(ErrorCategory::bad_input, "backend.token",
-                          "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                              std::to_string(c.vocab_size - 1) + ")");
-      tokens.push_back({static_cast<int>(s), start[s] + static_cast<int>(i)});
-      positions.push_back(in.positions.empty() ? Position3::text(start[s] + static_cast<std::int32_t>(i))
-                                               : in.positions[i]);
-    }
-  }
-  // Reserve cache blocks for every sequence, or none.
-  for (std::size_t s = 0; s < batch.size(); ++s) {
-    if (auto st = cache_.reserve(batch[s].seq, start[s] + static_cast<int>(batch[s].tokens.size())); !st) {
-      for (std::size_t r = 0; r <= s; ++r) cache_.truncate(batch[r].seq, start[r]);
-      return st.error();
-    }
-  }
-
+  auto planned = plan_batch(batch, cache_, c.vocab_size);
+  if (!planned) return planned.error();
+  const BatchPlan& plan = *planned;
+  const auto& tokens = plan.tokens;
   const int N = static_cast<int>(tokens.size());
   // Activations, all fp32.
   std::vector<float> x(static_cast<std::size_t>(N) * H);     // [N, hidden] residual stream
@@ -198,15 +166,14 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
   workspace_bytes_ = (x.size() * 4 + q.size() * 2 + k.size() * 2 + gate.size() * 2) * sizeof(float);
 
   for (int t = 0; t < N; ++t) {
-    const SequenceInput& in = batch[tokens[t].seq_index];
-    const int i = tokens[t].cache_index - start[tokens[t].seq_index];
+    const PlannedToken& tok = tokens[t];
     float* xt = x.data() + static_cast<std::size_t>(t) * H;
-    if (!in.embedding_rows.empty() && in.embedding_rows[i] >= 0) {
-      std::copy_n(in.embeddings.data() + static_cast<std::size_t>(in.embedding_rows[i]) * H, H, xt);
+    if (tok.embedding_row >= 0) {
+      std::copy_n(batch[tok.seq_index].embeddings.data() + static_cast<std::size_t>(tok.embedding_row) * H, H, xt);
     } else {
-      cpu::load_row(embed_, in.tokens[i], xt);
+      cpu::load_row(embed_, tok.id, xt);
     }
-    rope_tables(positions[t], cos.data() + static_cast<std::size_t>(t) * D, sin.data() + static_cast<std::size_t>(t) * D);
+    rope_tables(tok.position, cos.data() + static_cast<std::size_t>(t) * D, sin.data() + static_cast<std::size_t>(t) * D);
   }
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -222,10 +189,9 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
       const float* st = sin.data() + static_cast<std::size_t>(t) * D;
       cpu::apply_rope(q.data() + static_cast<std::size_t>(t) * Q, c.num_heads, D, ct, st);
       cpu::apply_rope(k.data() + static_cast<std::size_t>(t) * KV, c.num_kv_heads, D, ct, st);
-      const auto table = cache_.block_table(batch[tokens[t].seq_index].seq);
-      const int ci = tokens[t].cache_index;
-      std::copy_n(k.data() + static_cast<std::size_t>(t) * KV, KV, k_at(l, table[ci / bs], ci % bs));
-      std::copy_n(v.data() + static_cast<std::size_t>(t) * KV, KV, v_at(l, table[ci / bs], ci % bs));
+      const int slot = tokens[t].slot;
+      std::copy_n(k.data() + static_cast<std::size_t>(t) * KV, KV, k_at(l, slot / bs, slot % bs));
+      std::copy_n(v.data() + static_cast<std::size_t>(t) * KV, KV, v_at(l, slot / bs, slot % bs));
     }
     // Causal grouped-query attention over the cache: token t sees cache indices 0..cache_index.
 #pragma omp parallel num_threads(threads_)
@@ -270,19 +236,8 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
   }
 
   // Final norm and lm_head for the rows asked for.
-  std::vector<int> rows;
-  out.first_row.assign(batch.size(), 0);
-  int t0 = 0;
-  for (std::size_t s = 0; s < batch.size(); ++s) {
-    const int n = static_cast<int>(batch[s].tokens.size());
-    out.first_row[s] = static_cast<int>(rows.size());
-    if (batch[s].all_logits) {
-      for (int i = 0; i < n; ++i) rows.push_back(t0 + i);
-    } else {
-      rows.push_back(t0 + n - 1);
-    }
-    t0 += n;
-  }
+  const std::vector<int>& rows = plan.logits_rows;
+  out.first_row = plan.first_row;
   std::vector<float> sel(rows.size() * H);  // [rows, hidden]
   for (std::size_t r = 0; r < rows.size(); ++r)
     cpu::rms_norm(x.data() + static_cast<std::size_t>(rows[r]) * H, final_norm_.data(), sel.data() + r * H, 1, H, eps);
@@ -290,8 +245,7 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
   out.logits.resize(rows.size() * static_cast<std::size_t>(c.vocab_size));
   cpu::matmul(sel.data(), lm_head_, nullptr, out.logits.data(), static_cast<int>(rows.size()), threads_);
 
-  for (std::size_t s = 0; s < batch.size(); ++s)
-    cache_.set_length(batch[s].seq, start[s] + static_cast<int>(batch[s].tokens.size()));
+  commit_batch(batch, plan, cache_);
   return ok_status();
 }
 

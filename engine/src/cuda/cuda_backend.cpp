@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cosmos/batch_plan.h"
 #include "cosmos/checkpoint.h"
 #include "kernels/attention.cuh"
 #include "kernels/device_info.cuh"
@@ -302,54 +303,39 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
     return make_error(ErrorCategory::internal, "backend.failed", "the GPU backend stopped after an error: " + failed_);
   const ModelConfig& c = config_;
   const int H = c.hidden_size;
-  const int bs = cache_.shape().block_size;
-  // Host-side bookkeeping: per token id, position, cache slot, table offset and context length.
-  std::vector<int> start(batch.size());
+  auto planned = plan_batch(batch, cache_, c.vocab_size);
+  if (!planned) return planned.error();
+  const BatchPlan& plan = *planned;
+  // Flat per-token arrays for the kernels: id, position, slot, table offset, context length; and
+  // each sequence's block table.
   std::vector<std::int32_t> ids, pos, slots, table_off, ctx, tables;
-  std::vector<int> rows;  // token index of each logits row
-  int max_ctx = 0;
+  std::vector<int> table_start(batch.size());
   for (std::size_t s = 0; s < batch.size(); ++s) {
-    const SequenceInput& in = batch[s];
-    if (!cache_.valid(in.seq) || in.tokens.empty() ||
-        (!in.positions.empty() && in.positions.size() != in.tokens.size()))
-      return make_error(ErrorCategory::internal, "backend.sequence", "forward: malformed sequence input");
-    start[s] = cache_.length(in.seq);
-    for (std::size_t i = 0; i < in.tokens.size(); ++i) {
-      const bool embedded = !in.embedding_rows.empty() && in.embedding_rows[i] >= 0;
-      if (!embedded && (in.tokens[i] < 0 || in.tokens[i] >= c.vocab_size))
-        return make_error(ErrorCategory::bad_input, "backend.token",
-                          "token id " + std::to_string(in.tokens[i]) + " is outside the vocabulary (0.." +
-                              std::to_string(c.vocab_size - 1) + ")");
-    }
-  }
-  for (std::size_t s = 0; s < batch.size(); ++s) {
-    if (auto st = cache_.reserve(batch[s].seq, start[s] + static_cast<int>(batch[s].tokens.size())); !st) {
-      for (std::size_t r = 0; r <= s; ++r) cache_.truncate(batch[r].seq, start[r]);
-      return st.error();
-    }
-  }
-  for (std::size_t s = 0; s < batch.size(); ++s) {
-    const SequenceInput& in = batch[s];
-    const auto table = cache_.block_table(in.seq);
-    const int offset = static_cast<int>(tables.size());
+    table_start[s] = static_cast<int>(tables.size());
+    const auto table = cache_.block_table(batch[s].seq);
     tables.insert(tables.end(), table.begin(), table.end());
-    const int n = static_cast<int>(in.tokens.size());
-    out.first_row.resize(batch.size());
-    out.first_row[s] = static_cast<int>(rows.size());
-    for (int i = 0; i < n; ++i) {
-      const int ci = start[s] + i;
-      const bool embedded = !in.embedding_rows.empty() && in.embedding_rows[i] >= 0;
-      ids.push_back(embedded ? -1 : in.tokens[i]);
-      const Position3 p = in.positions.empty() ? Position3::text(ci) : in.positions[i];
-      pos.insert(pos.end(), {p.t, p.h, p.w});
-      slots.push_back(table[ci / bs] * bs + ci % bs);
-      table_off.push_back(offset);
-      ctx.push_back(ci + 1);
-      max_ctx = std::max(max_ctx, ci + 1);
-      if (in.all_logits || i == n - 1) rows.push_back(static_cast<int>(ids.size()) - 1);
-    }
   }
+  for (const PlannedToken& t : plan.tokens) {
+    ids.push_back(t.id);
+    pos.insert(pos.end(), {t.position.t, t.position.h, t.position.w});
+    slots.push_back(t.slot);
+    table_off.push_back(table_start[t.seq_index]);
+    ctx.push_back(t.cache_index + 1);
+  }
+  const std::vector<int>& rows = plan.logits_rows;
+  out.first_row = plan.first_row;
+  const int max_ctx = plan.max_ctx;
   const int N = static_cast<int>(ids.size()), R = static_cast<int>(rows.size());
+  // Any failure from here on gives the reserved cache blocks back.
+  struct Rollback {
+    std::span<const SequenceInput> batch;
+    const BatchPlan& plan;
+    KvCache& cache;
+    bool armed = true;
+    ~Rollback() {
+      if (armed) rollback_batch(batch, plan, cache);
+    }
+  } rollback{batch, plan, cache_};
   if (auto st = ensure_workspace(N, R); !st) return st;
   // One upload of all the small int arrays.
   std::vector<std::int32_t> meta;
@@ -371,14 +357,11 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
   CUDA_TRY(cudaMemcpyAsync(meta_, meta.data(), meta.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
   const MetaOffsets offsets{o_ids, o_pos, o_slots, o_toff, o_ctx, o_tab};
   pending_embeddings_.clear();
-  for (std::size_t s = 0, t0 = 0; s < batch.size(); t0 += batch[s].tokens.size(), ++s)
-    for (std::size_t i = 0; i < batch[s].embedding_rows.size(); ++i)
-      if (batch[s].embedding_rows[i] >= 0)
-        pending_embeddings_.emplace_back(static_cast<int>(t0 + i),
-                                         batch[s].embeddings.data() + static_cast<std::size_t>(batch[s].embedding_rows[i]) * H);
-  const bool has_embeddings = std::any_of(batch.begin(), batch.end(), [](const SequenceInput& in) {
-    return std::any_of(in.embedding_rows.begin(), in.embedding_rows.end(), [](int r) { return r >= 0; });
-  });
+  for (std::size_t t = 0; t < plan.tokens.size(); ++t)
+    if (plan.tokens[t].embedding_row >= 0)
+      pending_embeddings_.emplace_back(static_cast<int>(t), batch[plan.tokens[t].seq_index].embeddings.data() +
+                                                                static_cast<std::size_t>(plan.tokens[t].embedding_row) * H);
+  const bool has_embeddings = !pending_embeddings_.empty();
   if (N == 1 && !has_embeddings) {
     // Decode step: replay the captured graph (capture it the first time). Attention is captured
     // for the cache's full capacity; the kernels read the real length from meta_.
@@ -401,8 +384,8 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
   out.logits.resize(static_cast<std::size_t>(R) * c.vocab_size);
   CUDA_TRY(cudaMemcpyAsync(out.logits.data(), logits_, out.logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   CUDA_TRY(cudaStreamSynchronize(stream_));
-  for (std::size_t s = 0; s < batch.size(); ++s)
-    cache_.set_length(batch[s].seq, start[s] + static_cast<int>(batch[s].tokens.size()));
+  rollback.armed = false;
+  commit_batch(batch, plan, cache_);
   return ok_status();
 }
 

@@ -1,8 +1,11 @@
 // Qt Quick Test runner for the app's QML components (tests/ui/qml/tst_*.qml). The CosmosChat
-// module's QML files, its qmldir and the icons are compiled into this binary under qrc:/, like in
+// module (its compiled QML, qmldir and icons under qrc:/) is linked in as a static plugin, like in
 // the app, so the tests import CosmosChat.
 #include <QQmlEngine>
+#include <QQmlExtensionPlugin>
 #include <QtQuickTest>
+
+Q_IMPORT_QML_PLUGIN(CosmosChatPlugin)
 
 class Setup : public QObject {
   Q_OBJECT

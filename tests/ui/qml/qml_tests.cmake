@@ -1,28 +1,16 @@
 # QML component tests (label ui), Qt Quick Test: included from app/chat/CMakeLists.txt after the
-# CosmosChat module is defined (its qmldir is in ${CMAKE_CURRENT_BINARY_DIR}/CosmosChat).
+# CosmosChat module is defined. The runner links the module's static plugin (cosmos_chat_qmlplugin:
+# the app's compiled QML, its qmldir and the icons under qrc:/), like the app.
 find_package(Qt6 6.4 QUIET COMPONENTS QuickTest)
 if(NOT Qt6QuickTest_FOUND)
   message(STATUS "Qt6QuickTest not found: the QML component tests are not built")
   return()
 endif()
 qt_add_executable(test_qml_components ${CMAKE_CURRENT_LIST_DIR}/qml_test_main.cpp)
-target_link_libraries(test_qml_components PRIVATE Qt6::QuickTest Qt6::Quick Qt6::Qml)
+target_link_libraries(test_qml_components PRIVATE cosmos_chat_qmlplugin Qt6::QuickTest Qt6::Quick Qt6::Qml)
 target_compile_definitions(test_qml_components PRIVATE QUICK_TEST_SOURCE_DIR="${CMAKE_CURRENT_LIST_DIR}")
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/qml_test_main.cpp PROPERTIES COMPILE_OPTIONS
   "-Wall;-Wextra;-Wpedantic;-Wshadow;$<$<BOOL:${COSMOS_WERROR}>:-Werror>")
-qt_add_resources(test_qml_components test_qml_sources
-  PREFIX /CosmosChat
-  BASE ${CMAKE_CURRENT_SOURCE_DIR}
-  FILES ${_qml_files})
-qt_add_resources(test_qml_components test_qml_qmldir
-  PREFIX /CosmosChat
-  BASE ${CMAKE_CURRENT_BINARY_DIR}/CosmosChat
-  FILES ${CMAKE_CURRENT_BINARY_DIR}/CosmosChat/qmldir)
-qt_add_resources(test_qml_components test_qml_icons
-  PREFIX /
-  BASE ${PROJECT_SOURCE_DIR}/resources
-  FILES ${PROJECT_SOURCE_DIR}/resources/cosmos-chat.svg ${_icons})
-add_dependencies(test_qml_components cosmos-chat)  # its qmldir
 # Registered at the end of the top-level directory, after its enable_testing() (see e2e.cmake).
 function(cosmos_register_qml_tests)
   add_test(NAME test_qml_components COMMAND test_qml_components)

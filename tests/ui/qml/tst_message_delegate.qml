@@ -1,0 +1,313 @@
+// MessageDelegate: a user message shows its text and can be edited (Edit → text area → Send or
+// Enter calls chat.editAndResend(row, text); Esc and Cancel keep the message); an assistant
+// message shows its reasoning in a ReasoningBlock and its answer blocks, its statistics and a copy
+// action that puts the answer on the clipboard; while the reply streams the actions are hidden.
+// The delegate reads the app's context objects `chat`, `settings` and `engine` by name: fakes with
+// those ids here (it sees them through the instantiating document's scope).
+import QtQuick
+import QtTest
+import CosmosChat
+
+Item {
+    id: root
+    width: 900
+    height: 700
+
+    QtObject {
+        id: chat
+        property bool canSend: true
+        property var edits: []          // accepted: a new version was sent
+        property int refusedEdits: 0
+        property int regenerations: 0
+        // Like ChatViewModel: a blank text, or sending blocked, is refused (false).
+        function editAndResend(row, text) {
+            if (!canSend || text.trim() === "") { refusedEdits += 1; return false }
+            edits = edits.concat([{ row: row, text: text }])
+            return true
+        }
+        function regenerate() { regenerations += 1; return true }
+    }
+    QtObject {
+        id: settings
+        function isDemoModel(dir) { return dir === "/models/demo" }
+    }
+    QtObject {
+        id: engine
+        property string modelDir: "/models/cosmos"
+    }
+
+    ListModel {
+        id: answerBlocks
+        ListElement { text: "The cup stays in the **gripper**."; kind: "markdown"; language: ""; code: "" }
+        ListElement { text: ""; kind: "code"; language: "python"; code: "print(slip_limit())" }
+        ListElement { text: "Lower the acceleration."; kind: "markdown"; language: ""; code: "" }
+    }
+    ListModel { id: noBlocks }
+
+    Component {
+        id: delegateComponent
+        MessageDelegate {
+            width: 800
+            index: 0
+            messageId: 1
+            role: "user"
+            content: ""
+            reasoning: ""
+            thinking: false
+            streaming: false
+            thoughtSeconds: 0
+            stats: ({})
+            blocks: noBlocks
+        }
+    }
+
+    // Pastes the clipboard here to check what a copy action put there.
+    Component {
+        id: clipboardReader
+        TextEdit { textFormat: TextEdit.PlainText }
+    }
+
+    TestCase {
+        name: "MessageDelegate"
+        when: windowShown
+
+        function find(item, pred) {
+            if (!item) return null
+            if (pred(item)) return item
+            for (let i = 0; i < item.children.length; ++i) {
+                const found = find(item.children[i], pred)
+                if (found) return found
+            }
+            return null
+        }
+        function findAll(item, pred, out) {
+            if (!out) out = []
+            if (!item) return out
+            if (pred(item)) out.push(item)
+            for (let i = 0; i < item.children.length; ++i) findAll(item.children[i], pred, out)
+            return out
+        }
+        function button(item, tip) { return find(item, (it) => it.tip === tip) }
+        function textButton(item, label) { return find(item, (it) => it.text === label && it.checkable !== undefined) }
+        function editArea(item) { return find(item, (it) => it.placeholderText !== undefined && it.readOnly === false) }
+        function label(item, text) { return find(item, (it) => it.text === text && it.visible) }
+        function typeText(text) { for (const ch of text) keyClick(ch) }
+
+        function user(props) {
+            const base = { index: 2, messageId: 7, role: "user", content: "Will it drop the cup?", isLast: true }
+            const d = createTemporaryObject(delegateComponent, root, Object.assign(base, props || {}))
+            verify(d)
+            return d
+        }
+        function assistant(props) {
+            const base = {
+                index: 3, messageId: 8, role: "assistant", isLast: true,
+                content: "The cup stays in the **gripper**.\n\n```python\nprint(slip_limit())\n```\n\nLower the acceleration.",
+                reasoning: "The arm is fast.\nFriction holds the cup.", thoughtSeconds: 2.5,
+                stats: { generated_tokens: 42, decode_tok_per_s: 12.34, ttft_s: 0.5 },
+                blocks: answerBlocks
+            }
+            const d = createTemporaryObject(delegateComponent, root, Object.assign(base, props || {}))
+            verify(d)
+            return d
+        }
+        function clipboardText() {
+            const reader = createTemporaryObject(clipboardReader, root)
+            if (!reader.canPaste) return null
+            reader.paste()
+            return reader.text
+        }
+
+        function init() {
+            chat.canSend = true
+            chat.edits = []
+            chat.refusedEdits = 0
+            chat.regenerations = 0
+            engine.modelDir = "/models/cosmos"
+        }
+
+        // --- the user's message ---
+
+        function test_userShowsText() {
+            const d = user()
+            verify(find(d, (it) => it.text === "Will it drop the cup?" && it.readOnly === true && it.visible))
+            verify(!editArea(d).visible)
+            verify(button(d, "Edit and send again").visible)
+            verify(!button(d, "Copy the answer").visible)   // the reply's actions are not shown
+        }
+
+        function test_editSendsNewVersion() {
+            const d = user()
+            mouseClick(button(d, "Edit and send again"))
+            verify(d.editing)
+            const area = editArea(d)
+            verify(area.visible)
+            compare(area.text, "Will it drop the cup?")
+            tryVerify(() => area.activeFocus)
+            area.selectAll()
+            typeText("Will it spill?")
+            compare(area.text, "Will it spill?")
+            mouseClick(textButton(d, "Send"))
+            compare(chat.edits.length, 1)
+            compare(chat.edits[0].row, 2)
+            compare(chat.edits[0].text, "Will it spill?")
+            verify(!d.editing)
+        }
+
+        function test_enterSendsShiftEnterAddsLine() {
+            const d = user({ index: 0 })
+            mouseClick(button(d, "Edit and send again"))
+            const area = editArea(d)
+            tryVerify(() => area.activeFocus)
+            area.cursorPosition = area.length
+            keyClick(Qt.Key_Return, Qt.ShiftModifier)
+            typeText("More")
+            compare(chat.edits, [])
+            keyClick(Qt.Key_Return)
+            compare(chat.edits.length, 1)
+            compare(chat.edits[0].row, 0)
+            compare(chat.edits[0].text, "Will it drop the cup?\nMore")
+            verify(!d.editing)
+        }
+
+        function test_escapeCancels() {
+            const d = user()
+            mouseClick(button(d, "Edit and send again"))
+            const area = editArea(d)
+            tryVerify(() => area.activeFocus)
+            area.selectAll()
+            typeText("changed")
+            keyClick(Qt.Key_Escape)
+            verify(!d.editing)
+            compare(chat.edits, [])
+            verify(!area.visible)
+            verify(find(d, (it) => it.text === "Will it drop the cup?" && it.readOnly === true && it.visible))
+        }
+
+        function test_cancelButton() {
+            const d = user()
+            mouseClick(button(d, "Edit and send again"))
+            mouseClick(textButton(d, "Cancel"))
+            verify(!d.editing)
+            compare(chat.edits, [])
+        }
+
+        function test_blankEditIsNotSent() {
+            const d = user()
+            mouseClick(button(d, "Edit and send again"))
+            const area = editArea(d)
+            tryVerify(() => area.activeFocus)
+            area.selectAll()
+            keyClick(Qt.Key_Delete)
+            compare(area.text, "")
+            verify(!textButton(d, "Send").enabled)
+            mouseClick(textButton(d, "Send"))
+            compare(chat.refusedEdits, 0)      // a disabled button does nothing
+            keyClick(Qt.Key_Return)           // Enter asks; the view-model refuses a blank text
+            compare(chat.edits, [])
+            verify(d.editing)                 // still editing
+        }
+
+        function test_editNeedsCanSend() {
+            chat.canSend = false
+            const d = user()
+            verify(!button(d, "Edit and send again").enabled)
+        }
+
+        function test_copyUserMessage() {
+            const d = user()
+            mouseClick(button(d, "Copy the message"))
+            const copied = clipboardText()
+            if (copied === null) skip("no clipboard on this platform")
+            compare(copied, "Will it drop the cup?")
+        }
+
+        // --- the assistant's reply ---
+
+        function test_assistantShowsReasoningAndBlocks() {
+            const d = assistant()
+            const reasoningBlock = find(d, (it) => it.reasoning === "The arm is fast.\nFriction holds the cup." && it.expanded !== undefined)
+            verify(reasoningBlock)
+            verify(reasoningBlock.visible)
+            verify(!reasoningBlock.expanded)   // a finished reply: folded
+            verify(label(reasoningBlock, "Thought for 2.5 s"))
+            const blocks = findAll(d, (it) => it.kind !== undefined && it.code !== undefined)
+            compare(blocks.length, 3)
+            compare(blocks[0].kind, "markdown")
+            compare(blocks[1].kind, "code")
+            const markdown = find(blocks[0], (it) => it.textFormat === TextEdit.MarkdownText)
+            verify(markdown)
+            compare(markdown.getText(0, markdown.length), "The cup stays in the gripper.")
+            verify(find(blocks[1], (it) => it.text === "print(slip_limit())" && it.visible))
+            verify(label(d, "python"))
+            verify(label(d, "Cosmos-Reason1"))
+            verify(label(d, "42 tokens · 12.3 tok/s · first token 0.50 s"))
+            verify(!find(d, (it) => it.text === "(empty reply)" && it.visible))
+        }
+
+        function test_demoModelName() {
+            engine.modelDir = "/models/demo"
+            const d = assistant()
+            verify(label(d, "Cosmos (demo model)"))
+        }
+
+        function test_copyAnswer() {
+            const d = assistant()
+            const copy = button(d, "Copy the answer")
+            verify(copy.visible)
+            compare(copy.opacity, 1)          // the last message shows its actions
+            mouseClick(copy)
+            const copied = clipboardText()
+            if (copied === null) skip("no clipboard on this platform")
+            compare(copied, d.content)
+        }
+
+        function test_actionsOnlyWhenDone() {
+            const d = assistant({ streaming: true, thinking: true, content: "", blocks: noBlocks, stats: {} })
+            verify(!button(d, "Copy the answer").visible)
+            verify(!button(d, "Regenerate the reply").visible)
+            const reasoningBlock = find(d, (it) => it.expanded !== undefined && it.reasoning !== undefined)
+            verify(reasoningBlock.visible)
+            verify(reasoningBlock.expanded)   // open while it streams
+            verify(label(reasoningBlock, "Thinking…"))
+
+            d.thinking = false
+            d.content = "The cup"
+            verify(!button(d, "Copy the answer").visible)
+
+            d.streaming = false
+            verify(button(d, "Copy the answer").visible)
+            const regenerate = button(d, "Regenerate the reply")
+            verify(regenerate.visible)
+            mouseClick(regenerate)
+            compare(chat.regenerations, 1)
+            verify(!reasoningBlock.expanded)  // folded once done
+        }
+
+        function test_waitingForFirstPiece() {
+            const d = assistant({ streaming: true, content: "", reasoning: "", blocks: noBlocks, stats: {} })
+            verify(!find(d, (it) => it.expanded !== undefined && it.reasoning !== undefined).visible)
+            verify(find(d, (it) => it.spacing === 5 && it.visible))   // the three dots
+            verify(!find(d, (it) => it.text === "(empty reply)" && it.visible))
+        }
+
+        function test_olderReplyHasNoRegenerate() {
+            const d = assistant({ isLast: false })
+            verify(!button(d, "Regenerate the reply").visible)
+            compare(button(d, "Copy the answer").opacity, 0)   // until hovered
+        }
+
+        function test_regenerateNeedsCanSend() {
+            chat.canSend = false
+            const d = assistant()
+            verify(!button(d, "Regenerate the reply").enabled)
+        }
+
+        function test_emptyReplyAndStopped() {
+            const d = assistant({ content: "", reasoning: "", blocks: noBlocks,
+                                  stats: { generated_tokens: 1, stop_reason: "cancelled" } })
+            verify(label(d, "(empty reply)"))
+            verify(label(d, "1 token · stopped"))
+        }
+    }
+}
