@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <unistd.h>
 
-#include "cosmos/cuda_backend.h"
 #include "engine_host.h"
+#include "memory_sampler.h"
 
 namespace cosmos::ui {
 
@@ -20,9 +20,12 @@ StatsViewModel::StatsViewModel(EngineHost* engine, QObject* parent) : QObject(pa
   }
   memoryTotal_ = physicalMemoryBytes();
   memoryUsed_ = processResidentBytes();
-  memoryTimer_.setInterval(kMemoryRefreshMs);
-  connect(&memoryTimer_, &QTimer::timeout, this, &StatsViewModel::refreshMemory);
-  memoryTimer_.start();
+  // Periodic readings come from the sampler's own thread (queued to this one).
+  sampler_ = std::make_unique<MemorySampler>();
+  connect(sampler_.get(), &MemorySampler::sampled, this,
+          [this](qint64 used, qint64 total, bool gpu) {
+            if (gpu == onGpu_) applyMemory(used, total);
+          });
 }
 
 qint64 StatsViewModel::otherBytes() const {
@@ -38,16 +41,15 @@ QVariantList StatsViewModel::history() const {
 }
 
 void StatsViewModel::refreshMemory() {
-  // On the GPU: the device's memory (every process on it); on the CPU: this process in RAM.
-  qint64 used = 0, total = 0;
-  const auto gpu = onGpu_ ? cosmos::gpu_memory_info() : std::nullopt;
-  if (gpu) {
-    used = static_cast<qint64>(gpu->used);
-    total = static_cast<qint64>(gpu->total);
-  } else {
-    used = processResidentBytes();
-    total = physicalMemoryBytes();
+  // The process's memory can be read here at once; the GPU's is read on the sampler's thread.
+  if (onGpu_) {
+    sampler_->requestSample();
+    return;
   }
+  applyMemory(processResidentBytes(), physicalMemoryBytes());
+}
+
+void StatsViewModel::applyMemory(qint64 used, qint64 total) {
   if (used == memoryUsed_ && total == memoryTotal_) return;
   memoryUsed_ = used;
   memoryTotal_ = total;
@@ -66,6 +68,7 @@ void StatsViewModel::onInfoChanged() {
   deviceName_ = info.deviceName;
   precision_ = info.precision;
   onGpu_ = info.onGpu;
+  sampler_->setGpu(onGpu_);
   weightBytes_ = static_cast<qint64>(info.weightBytes);
   kvCacheBytes_ = static_cast<qint64>(info.kvCacheBytes);
   workspaceBytes_ = static_cast<qint64>(info.workspaceBytes);
@@ -95,22 +98,10 @@ void StatsViewModel::onFinished(const QVariantMap& stats) {
   refreshMemory();
 }
 
-qint64 StatsViewModel::processResidentBytes() {
-  // /proc/self/statm: size resident shared text lib data dt (pages).
-  QFile f(QStringLiteral("/proc/self/statm"));
-  if (!f.open(QIODevice::ReadOnly)) return 0;
-  const QList<QByteArray> fields = f.readAll().simplified().split(' ');
-  if (fields.size() < 2) return 0;
-  bool ok = false;
-  const qint64 pages = fields[1].toLongLong(&ok);
-  const long pageSize = ::sysconf(_SC_PAGESIZE);
-  return ok && pageSize > 0 ? pages * pageSize : 0;
-}
+StatsViewModel::~StatsViewModel() = default;
 
-qint64 StatsViewModel::physicalMemoryBytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long pageSize = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && pageSize > 0 ? static_cast<qint64>(pages) * pageSize : 0;
-}
+qint64 StatsViewModel::processResidentBytes() { return MemorySampler::processResidentBytes(); }
+
+qint64 StatsViewModel::physicalMemoryBytes() { return MemorySampler::physicalMemoryBytes(); }
 
 }  // namespace cosmos::ui

@@ -2,8 +2,9 @@
 // statsSample while generating (tokens/s, context used), generationFinished (the reply's ttft,
 // prefill and decode speeds). Memory on the CPU backend is the process's: memoryUsed is the
 // resident set (/proc/self/statm), memoryTotal the physical RAM, the model's own bytes come from
-// the engine, otherBytes = memoryUsed - (weights + KV cache + workspace), at least 0. Memory is
-// refreshed every second and with every sample.
+// the engine, otherBytes = memoryUsed - (weights + KV cache + workspace), at least 0. On the GPU
+// memoryUsed/memoryTotal are the device's (all processes). Memory is read about 4 times a second
+// on a MemorySampler thread, never on the GUI thread's clock.
 #pragma once
 
 #include <QList>
@@ -13,9 +14,12 @@
 #include <QVariantList>
 #include <QVariantMap>
 
+#include <memory>
+
 namespace cosmos::ui {
 
 class EngineHost;
+class MemorySampler;
 
 class StatsViewModel : public QObject {
   Q_OBJECT
@@ -40,7 +44,6 @@ class StatsViewModel : public QObject {
 
  public:
   static constexpr int kHistoryPoints = 240;  // 60 s at 4 Hz
-  static constexpr int kMemoryRefreshMs = 1000;
 
   // engine may be null (tests feed onSample/onFinished directly).
   explicit StatsViewModel(EngineHost* engine, QObject* parent = nullptr);
@@ -62,8 +65,9 @@ class StatsViewModel : public QObject {
   double prefillSpeed() const { return prefillSpeed_; }
   double decodeSpeed() const { return decodeSpeed_; }
 
-  // Re-reads the process's memory now.
+  // Re-reads memory now (the process's synchronously; the GPU's through the sampler thread).
   Q_INVOKABLE void refreshMemory();
+  ~StatsViewModel() override;
   // Forgets the speed history.
   Q_INVOKABLE void clearHistory();
 
@@ -83,8 +87,10 @@ class StatsViewModel : public QObject {
   void lastReplyChanged();
 
  private:
+  void applyMemory(qint64 used, qint64 total);
+
   EngineHost* engine_ = nullptr;
-  QTimer memoryTimer_;
+  std::unique_ptr<MemorySampler> sampler_;
   QString deviceName_, precision_;
   bool onGpu_ = false;
   qint64 weightBytes_ = 0, kvCacheBytes_ = 0, workspaceBytes_ = 0;
