@@ -39,3 +39,40 @@ GpuQuery query_gpus() {
 }
 
 }  // namespace cosmos::kernels
+
+#include <algorithm>
+#include <vector>
+
+namespace cosmos::kernels {
+
+double measure_copy_gbps(std::size_t bytes, int reps) {
+  void *src = nullptr, *dst = nullptr;
+  if (cudaMalloc(&src, bytes) != cudaSuccess || cudaMalloc(&dst, bytes) != cudaSuccess) {
+    cudaFree(src);
+    cudaGetLastError();
+    return 0;
+  }
+  cudaMemset(src, 1, bytes);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> ms;
+  for (int i = 0; i < reps + 2; ++i) {
+    cudaEventRecord(a);
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    if (i >= 2) ms.push_back(t);  // the first two warm up
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaFree(src);
+  cudaFree(dst);
+  if (cudaGetLastError() != cudaSuccess || ms.empty()) return 0;
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * static_cast<double>(bytes) / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+}  // namespace cosmos::kernels

@@ -24,3 +24,11 @@ struct GpuQuery {
 GpuQuery query_gpus();
 
 }  // namespace cosmos::kernels
+
+namespace cosmos::kernels {
+
+// Device-to-device copy bandwidth of the current GPU in GB/s (bytes read + written, median of
+// `reps` copies of `bytes`); 0 when it cannot be measured.
+double measure_copy_gbps(std::size_t bytes = std::size_t{1} << 30, int reps = 10);
+
+}  // namespace cosmos::kernels

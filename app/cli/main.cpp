@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   cli::register_bench_tokenizer(app, run);
   cli::register_generate(app, run);
   cli::register_logits(app, run);
+  cli::register_bench(app, run);
 #ifdef COSMOS_CLI_HAS_CONVERSATIONS
   cli::register_conversations(app, run);
 #endif

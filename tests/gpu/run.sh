@@ -10,7 +10,7 @@ mkdir -p "$OUT"
 # $OUT brings back at most 8 files: per-test logs stay in $LOGS, $OUT gets tests.log, golden.log
 # and golden/ (6 files).
 LOGS=$(mktemp -d)
-prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0
+prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -18,6 +18,7 @@ while [ $# -gt 0 ]; do
     --cpu-7b) cpu7b=1; shift ;;
     --gpu-7b) gpu7b=1; shift ;;
     --sanitize) sanitize=1; shift ;;
+    --bench-7b) bench7b=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -79,7 +80,7 @@ fi
 
 cpu7b_status="not run" gpu7b_status="not run"
 big=/tmp/cosmos-7b
-if [ $cpu7b = 1 ] || [ $gpu7b = 1 ]; then
+if [ $cpu7b = 1 ] || [ $gpu7b = 1 ] || [ $bench7b = 1 ]; then
   t0=$SECONDS
   "$bin/cosmos-cli" make-test-model --preset cosmos-reason1-7b --seed 1 --shards 4 -q \
     --tokenizer "$tokpath" --out "$big" >"$LOGS/make7b.txt" 2>&1
@@ -92,6 +93,18 @@ if [ $gpu7b = 1 ]; then
     > "$LOGS/gpu7b.json" 2>"$LOGS/gpu7b.err"
   gpu7b_status=$(python3 -c "import json;s=json.load(open('$LOGS/gpu7b.json'))['stats'];print('prefill %.1f tok/s, decode %.1f tok/s, ttft %.3f s, %s'%(s['prefill_tok_per_s'],s['decode_tok_per_s'],s['ttft_s'],s['device']))" 2>/dev/null || echo FAILED)
   { echo "== gpu 7B"; cat "$LOGS/gpu7b.json" "$LOGS/gpu7b.err"; } >> "$OUT/tests.log"
+fi
+bench7b_status="not run"
+if [ $bench7b = 1 ]; then
+  # cosmos-cli bench on the 7B shape: prefill 128/2048, decode at depth 0/4096, medians of 3.
+  "$bin/cosmos-cli" bench --model "$big" --device cuda --prompt-lens 128,2048 --depth 0,4096 --gen 128 --reps 3 \
+    --json > "$LOGS/bench7b.json" 2>"$LOGS/bench7b.err"
+  bench7b_status=$(python3 -c "
+import json; j=json.load(open('$LOGS/bench7b.json'))
+p=' '.join('pp%d %.0f tok/s'%(x['prompt_tokens'],x['tok_per_s']) for x in j['prefill'])
+d=' '.join('tg@%d %.1f tok/s (%.0f%%)'%(x['depth'],x['tok_per_s'],x['pct_of_copy']) for x in j['decode'])
+print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED)
+  { echo "== bench 7B"; cat "$LOGS/bench7b.json" "$LOGS/bench7b.err"; } >> "$OUT/tests.log"
 fi
 if [ $cpu7b = 1 ]; then
   "$bin/cosmos-cli" inspect --model "$big" > "$LOGS/inspect7b.txt" 2>&1
@@ -113,5 +126,6 @@ printf '%-32s %s\n' "compute-sanitizer memcheck" "$sanitize_status"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
 printf '%-32s %s\n' "CUDA backend, 7B shape" "$gpu7b_status"
+printf '%-32s %s\n' "cosmos-cli bench, 7B shape" "$bench7b_status"
 for k in "${!status[@]}"; do [ "${status[$k]}" = FAILED ] && exit 1; done
 exit 0

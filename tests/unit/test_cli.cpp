@@ -157,6 +157,23 @@ TEST_F(Cli, LogitsWritesNpyOfEveryPosition) {
   EXPECT_EQ(bytes.size(), 10 + header_len + 3 * 152064 * 4);
 }
 
+TEST_F(Cli, BenchReportsEveryFigureAsJson) {
+  const fs::path m = tiny_model();
+  CliRun r = cli("bench --model '" + m.string() + "' --device cpu --prompt-lens 8,32 --depth 0,40 --gen 4 --reps 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["prefill"].size(), 2u);
+  EXPECT_EQ(j["prefill"][1]["prompt_tokens"], 32);
+  EXPECT_GT(j["prefill"][1]["tok_per_s"].get<double>(), 0.0);
+  ASSERT_EQ(j["decode"].size(), 2u);
+  EXPECT_EQ(j["decode"][1]["depth"], 40);
+  EXPECT_GT(j["decode"][0]["tok_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["backend"], "cpu");
+  // Bytes per decode step: every text matrix once, one embedding row (tiny: hidden 64).
+  EXPECT_GT(j["bytes_per_decode_step"].get<double>(), 152064.0 * 64 * 2);
+  EXPECT_GT(j["memory"]["weights"].get<double>(), 0.0);
+}
+
 struct ErrorRow {
   const char* name;
   const char* args;
@@ -198,6 +215,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"generate_bad_top_p", "generate --model $DIR/tiny --prompt hi --top-p 2", "", "top_p"},
         ErrorRow{"generate_cuda_int4", "generate --model $DIR/tiny --prompt hi --device cuda --precision int4", "", "int4"},
         ErrorRow{"generate_int4_cpu", "generate --model $DIR/tiny --prompt hi --device cpu --precision int4", "", "int4"},
+        ErrorRow{"bench_no_model", "bench --depth 0", "", "--model DIR or --random"},
+        ErrorRow{"bench_bad_depth", "bench --random tiny --depth 1,x", "", "\"x\""},
         ErrorRow{"logits_bad_ids", "logits --model $DIR/tiny --ids 1,x --out $DIR/l.npy", "", "\"x\""}),
     [](const auto& row) { return std::string(row.param.name); });
 

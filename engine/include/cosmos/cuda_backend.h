@@ -22,6 +22,10 @@ struct DeviceMemoryInfo {
 };
 std::optional<DeviceMemoryInfo> gpu_memory_info();
 
+// The first GPU's device-to-device copy bandwidth in GB/s (read + write counted): the ceiling
+// benchmarks compare against. 0 without a usable GPU.
+double gpu_copy_bandwidth_gbps();
+
 // Errors: "backend.no_gpu" (unsupported_model) with the runtime's reason; "backend.gpu_memory"
 // (out_of_memory) with needed and free bytes; "backend.cuda" (internal) with call, file and line;
 // the model folder's own errors.

@@ -461,6 +461,11 @@ std::optional<DeviceMemoryInfo> gpu_memory_info() {
   return DeviceMemoryInfo{total_b - free_b, total_b};
 }
 
+double gpu_copy_bandwidth_gbps() {
+  if (kernels::query_gpus().gpus.empty()) return 0;
+  return kernels::measure_copy_gbps();
+}
+
 Result<std::unique_ptr<Backend>> create_cuda_backend(const std::filesystem::path& model_dir,
                                                      const BackendOptions& options) {
   if (options.precision != Precision::bf16)

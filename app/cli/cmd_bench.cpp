@@ -1,0 +1,223 @@
+// cosmos-cli bench: decode speed at several context depths, prefill speed and time to first
+// token per prompt length, load time, memory by part, and achieved bandwidth against this GPU's
+// measured copy bandwidth. Medians over --reps. Reports; never fails on speed.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "cosmos/cuda_backend.h"
+#include "cosmos/model_loader.h"
+#include "cosmos/model_tensors.h"
+#include "cosmos/test_model.h"
+
+namespace cosmos::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  std::string model;
+  std::string random;
+  std::string device = "auto";
+  std::string precision = "bf16";
+  std::string prompt_lens = "128,2048";
+  std::string depths = "0,4096";
+  int gen = 256;
+  int reps = 5;
+  int threads = 0;
+  bool json = false;
+};
+
+Result<std::vector<int>> parse_list(const std::string& s, const char* what) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      out.push_back(std::stoi(item));
+    } catch (const std::exception&) {
+      return make_error(ErrorCategory::bad_input, "cli.usage", std::string(what) + ": \"" + item + "\" is not a number");
+    }
+    if (out.back() < 0) return make_error(ErrorCategory::bad_input, "cli.usage", std::string(what) + " must be >= 0");
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+TokenId argmax(std::span<const float> row) {
+  return static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+int run_bench(const BenchArgs& a) {
+  namespace fs = std::filesystem;
+  if (a.model.empty() == a.random.empty())
+    return report(make_error(ErrorCategory::bad_input, "cli.usage", "give exactly one of --model DIR or --random PRESET"));
+  auto prompt_lens = parse_list(a.prompt_lens, "--prompt-lens");
+  if (!prompt_lens) return report(prompt_lens.error());
+  auto depths = parse_list(a.depths, "--depth");
+  if (!depths) return report(depths.error());
+  auto precision = precision_from_string(a.precision);
+  if (!precision) return report(make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision " + a.precision));
+
+  fs::path dir = a.model;
+  fs::path scratch;
+  if (!a.random.empty()) {
+    // The exact model shape with random weights (the test-model generator), in a scratch folder.
+    scratch = fs::temp_directory_path() / ("cosmos-bench-" + a.random + "-" + std::to_string(::getpid()));
+    TestModelOptions o;
+    o.preset = a.random;
+    o.seed = 1;
+    o.shards = 4;
+    o.tokenizer_json = COSMOS_DEFAULT_TEST_TOKENIZER;
+    o.out_dir = scratch;
+    std::cerr << "bench: writing a random " << a.random << " model to " << scratch.string() << "\n";
+    if (auto st = make_test_model(o); !st) return report(st.error());
+    dir = scratch;
+  }
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!p.empty()) fs::remove_all(p, ec);
+    }
+  } cleanup{scratch};
+
+  int max_len = 1;
+  for (int l : *prompt_lens) max_len = std::max(max_len, l + 1);
+  for (int d : *depths) max_len = std::max(max_len, d + a.gen + 1);
+  BackendOptions bo;
+  bo.context_tokens = max_len + 16;
+  bo.precision = *precision;
+  bo.threads = a.threads;
+  const auto t_load = Clock::now();
+  auto model = load_model(dir, *device_from_string(a.device), bo);
+  if (!model) return report(model.error());
+  const double load_s = seconds(t_load, Clock::now());
+  Backend& b = *model->backend;
+  const ModelConfig& c = b.config();
+  if (!model->device_note.empty()) std::cerr << model->device_note << "\n";
+
+  // Bytes a decode step reads: every text-model matrix once (embedding: one row).
+  std::uint64_t step_bytes = 0;
+  for (const auto& t : text_model_tensors(c))
+    step_bytes += t.role == TensorRole::embedding ? static_cast<std::uint64_t>(c.hidden_size) * 2 : t.numel() * 2;
+  const double copy_gbps = b.name() == "cuda" ? gpu_copy_bandwidth_gbps() : 0.0;
+
+  std::mt19937 rng(7);
+  auto random_ids = [&](int n) {
+    std::vector<TokenId> ids(n);
+    for (auto& id : ids) id = static_cast<TokenId>(rng() % 151643);
+    return ids;
+  };
+  auto forward = [&](SeqId seq, std::vector<TokenId> ids, ForwardOutput& out) -> Status {
+    SequenceInput in;
+    in.seq = seq;
+    in.tokens = std::move(ids);
+    return b.forward(std::span<const SequenceInput>(&in, 1), out);
+  };
+
+  nlohmann::json prefill = nlohmann::json::array(), decode = nlohmann::json::array();
+  ForwardOutput out;
+  for (int len : *prompt_lens) {
+    if (len < 1) continue;
+    std::vector<double> tps, ttft;
+    for (int r = 0; r < a.reps; ++r) {
+      const SeqId seq = b.kv_cache().create_sequence();
+      const auto ids = random_ids(len);
+      const auto t0 = Clock::now();
+      if (auto st = forward(seq, ids, out); !st) return report(st.error());
+      const auto t1 = Clock::now();
+      (void)argmax(out.row(0));
+      const auto t2 = Clock::now();
+      b.kv_cache().free_sequence(seq);
+      tps.push_back(len / seconds(t0, t1));
+      ttft.push_back(seconds(t0, t2));
+    }
+    prefill.push_back({{"prompt_tokens", len}, {"tok_per_s", median(tps)}, {"ttft_s", median(ttft)}});
+  }
+  for (int depth : *depths) {
+    std::vector<double> tps;
+    for (int r = 0; r < a.reps; ++r) {
+      const SeqId seq = b.kv_cache().create_sequence();
+      if (auto st = forward(seq, random_ids(std::max(depth, 1)), out); !st) return report(st.error());
+      TokenId next = argmax(out.row(0));
+      const auto t0 = Clock::now();
+      for (int g = 0; g < a.gen; ++g) {
+        if (auto st = forward(seq, {next}, out); !st) return report(st.error());
+        next = argmax(out.row(0));
+      }
+      tps.push_back(a.gen / seconds(t0, Clock::now()));
+      b.kv_cache().free_sequence(seq);
+    }
+    const double t = median(tps);
+    const double gbps = t * static_cast<double>(step_bytes) / 1e9;
+    decode.push_back({{"depth", depth}, {"tok_per_s", t}, {"weight_gb_per_s", gbps},
+                      {"pct_of_copy", copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0.0}});
+  }
+  const BackendMemory m = b.memory();
+  const nlohmann::json result = {
+      {"model", a.random.empty() ? a.model : "random " + a.random},
+      {"device", b.device_name()},
+      {"backend", b.name()},
+      {"precision", to_string(b.precision())},
+      {"load_s", load_s},
+      {"copy_gb_per_s", copy_gbps},
+      {"bytes_per_decode_step", step_bytes},
+      {"reps", a.reps},
+      {"gen_tokens", a.gen},
+      {"prefill", prefill},
+      {"decode", decode},
+      {"memory", {{"weights", m.weights}, {"kv_cache", m.kv_cache}, {"workspace", m.workspace}, {"on_gpu", m.on_gpu}}}};
+  if (a.json) {
+    std::cout << result.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("%s on %s (%s, %s), load %.2f s, copy bandwidth %.0f GB/s\n", result["model"].get<std::string>().c_str(),
+              b.device_name().c_str(), std::string(b.name()).c_str(), std::string(to_string(b.precision())).c_str(),
+              load_s, copy_gbps);
+  for (const auto& p : prefill)
+    std::printf("prefill %5d tokens: %9.1f tok/s, time to first token %.3f s\n", p["prompt_tokens"].get<int>(),
+                p["tok_per_s"].get<double>(), p["ttft_s"].get<double>());
+  for (const auto& d : decode)
+    std::printf("decode at depth %5d: %7.1f tok/s, %6.0f GB/s of weights (%.1f%% of copy)\n", d["depth"].get<int>(),
+                d["tok_per_s"].get<double>(), d["weight_gb_per_s"].get<double>(), d["pct_of_copy"].get<double>());
+  std::printf("memory: weights %.2f GiB, KV cache %.2f GiB, workspace %.2f GiB\n", m.weights / 1073741824.0,
+              m.kv_cache / 1073741824.0, m.workspace / 1073741824.0);
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, RunFn& run) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Measure decode/prefill speed, load time and memory (reports; medians)");
+  cmd->add_option("--model", a->model, "model folder");
+  cmd->add_option("--random", a->random, "a random model of this shape: cosmos-reason1-7b | tiny")
+      ->check(CLI::IsMember({"cosmos-reason1-7b", "tiny"}));
+  cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--precision", a->precision)->capture_default_str();
+  cmd->add_option("--prompt-lens", a->prompt_lens, "prompt lengths for prefill, comma-separated")->capture_default_str();
+  cmd->add_option("--depth", a->depths, "context depths for decode, comma-separated")->capture_default_str();
+  cmd->add_option("--gen", a->gen, "tokens decoded per measurement")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--reps", a->reps)->check(CLI::Range(1, 100))->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: all cores)");
+  cmd->add_flag("--json", a->json, "machine-readable output");
+  cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });
+}
+
+}  // namespace cosmos::cli
