@@ -45,8 +45,8 @@ int run_make_test_model(const MakeTestModelArgs& a) {
 void register_make_test_model(CLI::App& app, RunFn& run) {
   auto args = std::make_shared<MakeTestModelArgs>();
   auto* cmd = app.add_subcommand("make-test-model", "Write a model folder with deterministic random weights");
-  cmd->add_option("--preset", args->preset, "tiny | cosmos-reason1-7b")
-      ->check(CLI::IsMember({"tiny", "cosmos-reason1-7b"}));
+  cmd->add_option("--preset", args->preset, "tiny | tiny-hd128 | cosmos-reason1-7b")
+      ->check(CLI::IsMember({"tiny", "tiny-hd128", "cosmos-reason1-7b"}));
   cmd->add_option("--seed", args->seed, "weight generator seed")->required();
   cmd->add_option("--layout", args->layout, "tensor names: original | language_model")
       ->check(CLI::IsMember({"original", "language_model"}));

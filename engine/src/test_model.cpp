@@ -110,9 +110,22 @@ float test_weight_value(std::uint64_t seed, const std::string& canonical_name, i
 
 Result<ModelConfig> preset_config(const std::string& preset) {
   if (preset == "tiny") return tiny_test_config();
+  if (preset == "tiny-hd128") {
+    // The real head size (128) and grouped-query layout with few, narrow layers: for GPU kernels
+    // that only take the 7B attention shape.
+    ModelConfig c = tiny_test_config();
+    c.hidden_size = 512;
+    c.intermediate_size = 256;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 128;
+    c.mrope_section = {16, 24, 24};
+    c.vision->out_hidden_size = 512;
+    return c;
+  }
   if (preset == "cosmos-reason1-7b") return cosmos_reason1_7b_config();
   return make_error(ErrorCategory::bad_input, "test_model.preset",
-                    "unknown preset \"" + preset + "\" (expected tiny or cosmos-reason1-7b)");
+                    "unknown preset \"" + preset + "\" (expected tiny, tiny-hd128 or cosmos-reason1-7b)");
 }
 
 Status make_test_model(const TestModelOptions& o) {

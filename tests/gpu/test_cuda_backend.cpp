@@ -3,7 +3,9 @@
 // single runs. Tolerance 2e-4 as for the CPU (fp32 arithmetic on both sides; see test_cpu_backend).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "cosmos/cuda_backend.h"
 #include "cosmos/model_loader.h"
 #include "cosmos/session.h"
+#include "cosmos/test_model.h"
 #include "kernels/device_info.cuh"
 #include "tiny_model.h"
 
@@ -167,6 +170,41 @@ TEST_F(CudaBackendTest, ErrorsAreClearAndLeaveTheCacheUnchanged) {
   auto q8 = create_cuda_backend(testing::tiny_model_dir(), o);
   ASSERT_FALSE(q8.ok());
   EXPECT_EQ(q8.error().code, "backend.precision");
+}
+
+// The 7B attention shape (head_dim 128, grouped heads) on two narrow layers: prefill, then decode
+// steps through the captured graph and the flash-decoding attention, against the CPU backend.
+TEST_F(CudaBackendTest, DecodeAttentionPathMatchesTheCpu) {
+  const auto dir = std::filesystem::temp_directory_path() / ("cosmos_hd128_" + std::to_string(::getpid()));
+  TestModelOptions mo;
+  mo.preset = "tiny-hd128";
+  mo.seed = 3;
+  mo.shards = 1;
+  mo.out_dir = dir;
+  ASSERT_TRUE(make_test_model(mo).ok());
+  BackendOptions o;
+  o.context_tokens = 1024;
+  auto gpu_b = create_cuda_backend(dir, o);
+  auto cpu_b = create_cpu_backend(dir, o);
+  ASSERT_TRUE(gpu_b.ok()) << gpu_b.error().message;
+  ASSERT_TRUE(cpu_b.ok()) << cpu_b.error().message;
+  std::vector<TokenId> ids;
+  for (int i = 0; i < 150; ++i) ids.push_back(1000 + 17 * i);
+  SequenceInput gs, cs;
+  gs.seq = (*gpu_b)->kv_cache().create_sequence();
+  cs.seq = (*cpu_b)->kv_cache().create_sequence();
+  float worst = 0;
+  for (int step = 0; step < 12; ++step) {
+    gs.tokens = cs.tokens = step == 0 ? ids : std::vector<TokenId>{static_cast<TokenId>(500 + 31 * step)};
+    ForwardOutput go, co;
+    ASSERT_TRUE((*gpu_b)->forward(std::span<const SequenceInput>(&gs, 1), go).ok());
+    ASSERT_TRUE((*cpu_b)->forward(std::span<const SequenceInput>(&cs, 1), co).ok());
+    ASSERT_EQ(go.logits.size(), co.logits.size());
+    for (std::size_t v = 0; v < co.logits.size(); ++v) worst = std::max(worst, std::fabs(go.logits[v] - co.logits[v]));
+  }
+  EXPECT_LT(worst, kTol);
+  std::printf("tiny-hd128: largest |cuda - cpu| over prefill + 11 decode steps: %.3g\n", worst);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(CudaBackendTest, LoadReportsProgressAndCanBeCancelled) {

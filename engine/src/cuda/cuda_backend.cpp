@@ -14,6 +14,7 @@
 #include "cosmos/batch_plan.h"
 #include "cosmos/checkpoint.h"
 #include "kernels/attention.cuh"
+#include "kernels/decode_attention.cuh"
 #include "kernels/device_info.cuh"
 #include "kernels/embedding.cuh"
 #include "kernels/gemv_bf16.cuh"
@@ -121,6 +122,9 @@ class CudaBackend final : public Backend {
   // The one-token decode step captured as a CUDA graph (kernels read positions and lengths from
   // meta_, so the same graph replays at every step); rebuilt when buffers move.
   cudaGraphExec_t graph_exec_ = nullptr;
+  static constexpr int kDecodeTokens = 4;  // passes of up to this many tokens use decode attention
+  float* decode_scratch_ = nullptr;        // [kDecodeTokens, heads, chunks(capacity), head_dim + 2] fp32
+  std::uint64_t decode_scratch_bytes_ = 0;
   std::vector<std::pair<int, const float*>> pending_embeddings_;  // (token row, host fp32 [hidden]) for this pass
 };
 
@@ -229,6 +233,14 @@ Status CudaBackend::load(const Checkpoint& ckpt, const std::function<bool(double
   TRY_ASSIGN(f, alloc(inv.size() * sizeof(float), "rope tables"));
   inv_freq_ = static_cast<float*>(f);
   CUDA_TRY(cudaMemcpy(inv_freq_, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  if (kernels::decode_attention_supports(c.num_heads, c.num_kv_heads, c.head_dim)) {
+    const std::size_t floats = kernels::decode_attention_scratch_floats(
+        kDecodeTokens, c.num_heads, c.head_dim, static_cast<int>(cache_.shape().tokens()));
+    void* p = nullptr;
+    TRY_ASSIGN(p, alloc(floats * sizeof(float), "attention scratch"));
+    decode_scratch_ = static_cast<float*>(p);
+    decode_scratch_bytes_ = floats * sizeof(float);
+  }
   // Shared memory for attention over the whole cache, set once outside any graph capture.
   kernels::prepare_attention(static_cast<int>(cache_.shape().tokens()));
   CUDA_TRY(cudaGetLastError());
@@ -258,7 +270,7 @@ Status CudaBackend::ensure_workspace(int tokens, int rows) {
   const Buf bufs[] = {{&x_, T * H},  {&h_, T * H},       {&qkv_, T * (Q + 2 * KV)},        {&q_, T * Q},
                       {&att_, T * Q}, {&gu_, T * 2 * FF}, {&act_, T * FF},                  {&sel_, rows * H},
                       {&logits_, static_cast<std::size_t>(rows) * c.vocab_size}};
-  workspace_bytes_ = 0;
+  workspace_bytes_ = decode_scratch_bytes_;
   for (const Buf& b : bufs) {
     auto p = alloc(b.floats * sizeof(float), "activations");
     if (!p) return p.error();
@@ -434,7 +446,12 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     a.block_size = bs;
     a.max_ctx = max_ctx;
     a.scale = 1.0f / std::sqrt(static_cast<float>(D));
-    kernels::launch_attention(a, stream_);
+    // Few new tokens (decode): flash-decoding over chunks of the context; else the reference kernel.
+    if (N <= kDecodeTokens && decode_scratch_) {
+      kernels::launch_decode_attention(a, decode_scratch_, stream_);
+    } else {
+      kernels::launch_attention(a, stream_);
+    }
     CUDA_TRY(cudaGetLastError());
     if (auto st = linear(att_, L.o, nullptr, x_, x_, N, H, Q); !st) return st;
     kernels::launch_rms_norm(x_, H, L.post_norm, h_, N, H, eps, stream_);
