@@ -12,7 +12,8 @@ app=build/release/bin/cosmos-chat
 model="${COSMOS_MODEL:-$HOME/models/Cosmos-Reason1-7B}"
 args=()
 conf="${XDG_CONFIG_HOME:-$HOME/.config}/cosmos-chat/cosmos-chat.conf"
-saved=$(sed -n 's/^modelDir=//p' "$conf" 2>/dev/null | head -1)
+saved=""
+[ -f "$conf" ] && saved=$(sed -n 's/^modelDir=//p' "$conf" | head -1)
 if [ -f "$model/config.json" ]; then
   args+=(--model "$model")
 elif [ -n "$saved" ] && [ -f "$saved/config.json" ]; then
