@@ -21,7 +21,13 @@ elif [ -n "$saved" ] && [ -f "$saved/config.json" ]; then
 else
   # Ready to chat at once: the demo model (the real tokenizer, random weights: meaningless text).
   demo="${XDG_DATA_HOME:-$HOME/.local/share}/cosmos-chat/demo-model"
-  [ -f "$demo/config.json" ] || build/release/bin/cosmos-cli make-test-model --preset tiny --seed 1 -q --out "$demo"
+  if [ ! -f "$demo/config.json" ]; then
+    build/release/bin/cosmos-cli make-test-model --preset tiny --seed 1 -q --out "$demo"
+    # The marker the app recognises the demo model by (it labels it as random weights everywhere).
+    printf '%s\n' "Cosmos Chat demo model: the tiny test model (2 layers, hidden size 64) with RANDOM weights" \
+      "and the real tokenizer. It runs the whole app end to end, but its replies are meaningless text." \
+      "Download nvidia/Cosmos-Reason1-7B for real answers." > "$demo/DEMO-MODEL.txt"
+  fi
   echo "No model at $model (set COSMOS_MODEL=DIR, see README): starting on the demo model, whose random"
   echo "weights produce meaningless text. Choose the real model in Settings once it is downloaded."
   args+=(--model "$demo")
