@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/decode_attention.cuh"
+#include "cuda_upload.h"
 #include "kernels/device_info.cuh"
 
 namespace cosmos {
@@ -24,13 +25,7 @@ class GpuDecodeAttention : public ::testing::TestWithParam<std::vector<int>> {
   }
 };
 
-template <typename T>
-T* upload(const std::vector<T>& v) {
-  T* d = nullptr;
-  EXPECT_EQ(cudaMalloc(&d, std::max<std::size_t>(v.size(), 1) * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
+using testing::upload;
 
 TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
   const std::vector<int> lens = GetParam();

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "cuda_upload.h"
 #include "kernels/device_info.cuh"
 #include "kernels/gemv_bf16.cuh"
 
@@ -28,13 +29,7 @@ class GpuGemv : public ::testing::TestWithParam<Shape> {
   }
 };
 
-template <typename T>
-T* upload(const std::vector<T>& v) {
-  T* d = nullptr;
-  EXPECT_EQ(cudaMalloc(&d, v.size() * sizeof(T) + 16), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
+using testing::upload;
 
 TEST_P(GpuGemv, MatchesFloat64Reference) {
   const Shape s = GetParam();
