@@ -16,6 +16,7 @@
 #include "byte_level.h"
 #include "cosmos/bpe_tokenizer.h"
 #include "cosmos/tokenizer.h"
+#include "temp_dir.h"
 
 namespace cosmos {
 namespace {
@@ -23,27 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using Ids = std::vector<TokenId>;
 
-// A fresh folder under the system temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("cosmos-tok-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& content) const {
-    std::ofstream(path_ / name, std::ios::binary) << content;
-    return path_ / name;
-  }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 // ------------------------------------------------------------------------------------------------
 // The Qwen2 tokenizer (packaging/setup.sh fetches it).

@@ -17,32 +17,14 @@
 
 #include "cosmos/mapped_file.h"
 #include "cosmos/safetensors.h"
+#include "temp_dir.h"
 
 namespace cosmos {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh folder under the system temp folder, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("cosmos-st-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 using Bytes = std::vector<std::byte>;
 
