@@ -2,6 +2,8 @@
 
 #include <cfloat>
 
+#include "kernels/pdl.cuh"
+
 namespace cosmos::kernels {
 namespace {
 
@@ -21,7 +23,10 @@ __device__ float block_reduce(float v, float* tmp, bool is_max) {
   return r;
 }
 
+template <typename KV, typename Out>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
+  pdl_wait();
+  pdl_launch_dependents();
   // One dynamic buffer, laid out explicitly: q [kMaxHeadDim] | reduction scratch [32] | scores [max_ctx].
   extern __shared__ float smem[];
   float* qs = smem;
@@ -38,9 +43,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   float mx = -FLT_MAX;
   for (int j = threadIdx.x; j < len; j += kThreads) {
     const std::size_t slot = static_cast<std::size_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-    const float* kj = a.k_cache + slot * kvd + kvh * a.head_dim;
+    const KV* kj = static_cast<const KV*>(a.k_cache) + slot * kvd + kvh * a.head_dim;
     float dot = 0.0f;
-    for (int d = 0; d < a.head_dim; ++d) dot += qs[d] * kj[d];
+    for (int d = 0; d < a.head_dim; ++d) dot += qs[d] * load_elem(kj, d);
     scores[j] = dot * a.scale;
     mx = fmaxf(mx, scores[j]);
   }
@@ -53,14 +58,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   sum = block_reduce(sum, tmp, false);
   const float inv = 1.0f / sum;
-  float* oh = a.out + (static_cast<std::size_t>(t) * a.heads + head) * a.head_dim;
+  Out* oh = static_cast<Out*>(a.out) + (static_cast<std::size_t>(t) * a.heads + head) * a.head_dim;
   for (int d = threadIdx.x; d < a.head_dim; d += kThreads) {
     float acc = 0.0f;
     for (int j = 0; j < len; ++j) {
       const std::size_t slot = static_cast<std::size_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-      acc += scores[j] * a.v_cache[slot * kvd + kvh * a.head_dim + d];
+      acc += scores[j] * load_elem(static_cast<const KV*>(a.v_cache), slot * kvd + kvh * a.head_dim + d);
     }
-    oh[d] = acc * inv;
+    store_elem(oh, d, acc * inv);
   }
 }
 
@@ -79,24 +84,44 @@ static std::size_t attention_smem_bytes(int max_ctx) {
   return (static_cast<std::size_t>(max_ctx) + 4 + kMaxHeadDim + 32) * sizeof(float);
 }
 
-static int g_attention_smem_limit = 48 * 1024;  // the kernel's current dynamic shared-memory limit
+static int g_attention_smem_limit = 48 * 1024;  // the kernels' current dynamic shared-memory limit
+
+template <typename KV, typename Out>
+static bool raise_smem(int smem) {
+  return cudaFuncSetAttribute(attention_kernel<KV, Out>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) ==
+         cudaSuccess;
+}
 
 void prepare_attention(int max_ctx) {
-  const std::size_t smem = attention_smem_bytes(max_ctx);
-  if (static_cast<int>(smem) <= g_attention_smem_limit) return;
-  if (cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) ==
-      cudaSuccess)
-    g_attention_smem_limit = static_cast<int>(smem);
+  const int smem = static_cast<int>(attention_smem_bytes(max_ctx));
+  if (smem <= g_attention_smem_limit) return;
+  if (raise_smem<float, float>(smem) && raise_smem<float, __nv_bfloat16>(smem) && raise_smem<float, __half>(smem) &&
+      raise_smem<__nv_bfloat16, float>(smem) && raise_smem<__nv_bfloat16, __nv_bfloat16>(smem) &&
+      raise_smem<__nv_bfloat16, __half>(smem))
+    g_attention_smem_limit = smem;
+}
+
+template <typename KV>
+static void launch_kv(const AttentionArgs& a, std::size_t smem, cudaStream_t stream) {
+  const dim3 grid(a.n, a.heads);
+  switch (a.out_type) {
+    case ElemType::f32: launch_pdl(attention_kernel<KV, float>, grid, kThreads, smem, stream, a); break;
+    case ElemType::bf16: launch_pdl(attention_kernel<KV, __nv_bfloat16>, grid, kThreads, smem, stream, a); break;
+    case ElemType::f16: launch_pdl(attention_kernel<KV, __half>, grid, kThreads, smem, stream, a); break;
+  }
 }
 
 std::size_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return 0;
   const std::size_t smem = attention_smem_bytes(a.max_ctx);
   prepare_attention(a.max_ctx);
-  attention_kernel<<<dim3(a.n, a.heads), kThreads, smem, stream>>>(a);
+  if (a.kv_type == ElemType::bf16)
+    launch_kv<__nv_bfloat16>(a, smem, stream);
+  else
+    launch_kv<float>(a, smem, stream);
   // Each (token, head) reads its context's K and V rows once (no reuse across the 7 query heads yet).
   std::size_t ctx_total = 0;  // not known on the host without the lengths; report q/out plus an estimate
-  ctx_total = static_cast<std::size_t>(a.n) * a.heads * a.max_ctx * a.head_dim * 8;
+  ctx_total = static_cast<std::size_t>(a.n) * a.heads * a.max_ctx * a.head_dim * 2 * elem_size(a.kv_type);
   return ctx_total + static_cast<std::size_t>(a.n) * a.heads * a.head_dim * 8;
 }
 

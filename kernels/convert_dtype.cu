@@ -8,9 +8,9 @@ namespace {
 
 // Eight elements (16 bytes) per thread per step, grid-stride loop; scalar tail.
 __global__ void bf16_to_f16_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out,
-                                   std::size_t n) {
+                                   std::size_t n, bool aligned) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t vec_n = n / 8;
+  const std::size_t vec_n = aligned ? n / 8 : 0;
   const uint4* in8 = reinterpret_cast<const uint4*>(in);
   uint4* out8 = reinterpret_cast<uint4*>(out);
   for (std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; v < vec_n; v += stride) {
@@ -37,6 +37,12 @@ __global__ void bf16_to_f32_kernel(const std::uint16_t* __restrict__ in, float* 
     out[i] = __uint_as_float(static_cast<std::uint32_t>(in[i]) << 16);
 }
 
+__global__ void f16_to_f32_kernel(const std::uint16_t* __restrict__ in, float* __restrict__ out, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    out[i] = __half2float(__ushort_as_half(in[i]));
+}
+
 unsigned grid_for(std::size_t work, unsigned block) {
   const std::size_t blocks = (work + block - 1) / block;
   return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks ? blocks : 1) : 65535 * 8);
@@ -46,14 +52,21 @@ unsigned grid_for(std::size_t work, unsigned block) {
 
 std::size_t launch_bf16_to_f16(const std::uint16_t* in, std::uint16_t* out, std::size_t n, cudaStream_t stream) {
   constexpr unsigned kBlock = 256;
-  // uint4 loads need 16-byte alignment; cudaMalloc gives 256.
-  bf16_to_f16_kernel<<<grid_for(n / 8 + 1, kBlock), kBlock, 0, stream>>>(in, out, n);
+  // uint4 loads need 16-byte alignment (cudaMalloc gives 256; sub-tensors may not): else scalar.
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) % 16 == 0;
+  bf16_to_f16_kernel<<<grid_for(aligned ? n / 8 + 1 : n, kBlock), kBlock, 0, stream>>>(in, out, n, aligned);
   return 4 * n;
 }
 
 std::size_t launch_bf16_to_f32(const std::uint16_t* in, float* out, std::size_t n, cudaStream_t stream) {
   constexpr unsigned kBlock = 256;
   bf16_to_f32_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(in, out, n);
+  return 6 * n;
+}
+
+std::size_t launch_f16_to_f32(const std::uint16_t* in, float* out, std::size_t n, cudaStream_t stream) {
+  constexpr unsigned kBlock = 256;
+  f16_to_f32_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(in, out, n);
   return 6 * n;
 }
 

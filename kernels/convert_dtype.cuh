@@ -18,4 +18,9 @@ std::size_t launch_bf16_to_f16(const std::uint16_t* in, std::uint16_t* out, std:
 // Returns the bytes moved (6 n).
 std::size_t launch_bf16_to_f32(const std::uint16_t* in, float* out, std::size_t n, cudaStream_t stream);
 
+// out[i] = fp32(in[i]) (exact).
+// in:  [n] fp16 (raw bits)   out: [n] fp32
+// Returns the bytes moved (6 n).
+std::size_t launch_f16_to_f32(const std::uint16_t* in, float* out, std::size_t n, cudaStream_t stream);
+
 }  // namespace cosmos::kernels

@@ -2,116 +2,216 @@
 
 #include <cfloat>
 
+#include "kernels/pdl.cuh"
+
 namespace cosmos::kernels {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxGroup = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxGroup = 2 * kWarps;  // warp w owns query heads w and w + kWarps of the group
+constexpr int kTile = kDecodeAttentionTile;
+constexpr int kSplits = kDecodeAttentionSplits;
 
-// Block: (token, kv head, chunk). Warp w takes keys j0 + w, j0 + w + 4, ...; lane l holds dims
-// [l * DPL, (l + 1) * DPL) of q (for each of the G query heads), of K and V rows, and of the
-// accumulators. Online softmax per (warp, head); the 4 warps are merged through shared memory.
-template <int DPL>
-__global__ void __launch_bounds__(kWarps * 32) decode_attention_chunk(AttentionArgs a, float* scratch, int chunks) {
-  constexpr int D = DPL * 32;
-  const int t = blockIdx.x, kvh = blockIdx.y, chunk = blockIdx.z;
+__device__ __forceinline__ int split_len(int len) {
+  // Keys per split: a multiple of the tile, at least one tile.
+  const int per = (len + kSplits - 1) / kSplits;
+  return ((per + kTile - 1) / kTile) * kTile;
+}
+
+template <typename KV>
+__device__ __forceinline__ void stage_row(const KV* src, float* dst, int d0, int n);
+
+// 8 bytes of bf16 (4 values) or 16 bytes of fp32 (4 values) per call.
+template <>
+__device__ __forceinline__ void stage_row<__nv_bfloat16>(const __nv_bfloat16* src, float* dst, int d0, int) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(src + d0);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+  dst[d0] = a.x;
+  dst[d0 + 1] = a.y;
+  dst[d0 + 2] = b.x;
+  dst[d0 + 3] = b.y;
+}
+template <>
+__device__ __forceinline__ void stage_row<float>(const float* src, float* dst, int d0, int) {
+  const float4 v = *reinterpret_cast<const float4*>(src + d0);
+  dst[d0] = v.x;
+  dst[d0 + 1] = v.y;
+  dst[d0 + 2] = v.z;
+  dst[d0 + 3] = v.w;
+}
+
+// Block (token t, KV head, split). Shared: q [G][D] (scaled), K and V tiles [kTile][D + 1] fp32
+// (the +1 keeps the per-key row reads of the score loop free of bank conflicts), P [G][kTile].
+template <int D, typename KV, typename Out>
+__global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionArgs a, float* partial, int* counters) {
+  __shared__ float qs[kMaxGroup][D];
+  __shared__ float ks[kTile][D + 1];
+  __shared__ float vs[kTile][D + 1];
+  __shared__ float ps[kMaxGroup][kTile];
+  __shared__ int last_flag;
+  pdl_wait();
+  pdl_launch_dependents();
+  const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int G = a.heads / a.kv_heads;
   const int len = a.ctx_len[t];
-  const int j0 = chunk * kDecodeAttentionChunk, j1 = min(len, j0 + kDecodeAttentionChunk);
+  const int per = split_len(len);
+  const int active = (len + per - 1) / per;
+  if (split >= active) return;
+  const int j0 = split * per, j1 = min(len, j0 + per);
   const std::int32_t* table = a.block_tables + a.table_offset[t];
   const int kvd = a.kv_heads * D;
+  const KV* kc = static_cast<const KV*>(a.k_cache);
+  const KV* vc = static_cast<const KV*>(a.v_cache);
 
-  float q[kMaxGroup][DPL];
-  float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][DPL];
+  for (int i = threadIdx.x; i < G * D; i += kThreads)
+    qs[i / D][i % D] = a.q[(static_cast<std::size_t>(t) * a.heads + kvh * G) * D + i] * a.scale;
+  float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};
+  float acc[2][D / 32];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    m[g] = -FLT_MAX;
-    l[g] = 0.0f;
+  for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int d = 0; d < DPL; ++d) {
-      acc[g][d] = 0.0f;
-      q[g][d] = g < G ? a.q[(static_cast<std::size_t>(t) * a.heads + kvh * G + g) * D + lane * DPL + d] * a.scale : 0.0f;
+    for (int k = 0; k < D / 32; ++k) acc[h][k] = 0.0f;
+
+  for (int base = j0; base < j1; base += kTile) {
+    const int nk = min(kTile, j1 - base);
+    __syncthreads();  // the previous tile is fully used (and q is staged on the first pass)
+    // Stage K and V: 4 values per thread per step, all loads of the tile issued together.
+    constexpr int kQuads = kTile * D / 4;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < kQuads; i += kThreads) {
+      const int j = i / (D / 4), d0 = (i % (D / 4)) * 4;
+      if (j < nk) {
+        const int pos = base + j;
+        const std::size_t slot = static_cast<std::size_t>(table[pos / a.block_size]) * a.block_size + pos % a.block_size;
+        const std::size_t off = slot * kvd + static_cast<std::size_t>(kvh) * D;
+        stage_row<KV>(kc + off, ks[j], d0, D);
+        stage_row<KV>(vc + off, vs[j], d0, D);
+      }
     }
-  }
-  for (int j = j0 + warp; j < j1; j += kWarps) {
-    const std::size_t slot = static_cast<std::size_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-    const float* kr = a.k_cache + slot * kvd + kvh * D + lane * DPL;
-    const float* vr = a.v_cache + slot * kvd + kvh * D + lane * DPL;
-    float k[DPL], v[DPL];
+    __syncthreads();
+    // Scores: warp w, lane = key, heads w and w + kWarps.
 #pragma unroll
-    for (int d = 0; d < DPL; ++d) {
-      k[d] = kr[d];
-      v[d] = vr[d];
-    }
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
+    for (int h = 0; h < 2; ++h) {
+      const int g = warp + h * kWarps;
       if (g >= G) break;
-      float s = 0.0f;
+      float s = -FLT_MAX;
+      if (lane < nk) {
+        s = 0.0f;
+#pragma unroll 16
+        for (int d = 0; d < D; ++d) s += qs[g][d] * ks[lane][d];
+      }
+      float mx = s;
 #pragma unroll
-      for (int d = 0; d < DPL; ++d) s += q[g][d] * k[d];
+      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_new = fmaxf(m[h], mx);
+      const float p = lane < nk ? expf(s - m_new) : 0.0f;
+      float sum = p;
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-      const float m_new = fmaxf(m[g], s);
-      const float corr = expf(m[g] - m_new), p = expf(s - m_new);
-      l[g] = l[g] * corr + p;
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      const float corr = expf(m[h] - m_new);
+      l[h] = l[h] * corr + sum;
+      m[h] = m_new;
+      ps[g][lane] = p;
+      __syncwarp();
 #pragma unroll
-      for (int d = 0; d < DPL; ++d) acc[g][d] = acc[g][d] * corr + p * v[d];
-      m[g] = m_new;
+      for (int k = 0; k < D / 32; ++k) {
+        float o = acc[h][k] * corr;
+        for (int j = 0; j < nk; ++j) o += ps[g][j] * vs[j][lane + 32 * k];
+        acc[h][k] = o;
+      }
+      __syncwarp();
     }
   }
-  // Merge the warps: [warps][G] (m, l) and [warps][G][D] acc in shared memory.
-  __shared__ float sm[kWarps][kMaxGroup], sl[kWarps][kMaxGroup];
-  __shared__ float sacc[kWarps][kMaxGroup][D];
+
+  // One split: the result is final.
+  if (active == 1) {
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+    for (int h = 0; h < 2; ++h) {
+      const int g = warp + h * kWarps;
+      if (g >= G) break;
+      Out* o = static_cast<Out*>(a.out) + (static_cast<std::size_t>(t) * a.heads + kvh * G + g) * D;
+#pragma unroll
+      for (int k = 0; k < D / 32; ++k) store_elem(o, lane + 32 * k, acc[h][k] / l[h]);
+    }
+    return;
+  }
+  // Partial result of this split: partial[t][head][split] = (m, l, acc[D]).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int g = warp + h * kWarps;
     if (g >= G) break;
+    float* p = partial + ((static_cast<std::size_t>(t) * a.heads + kvh * G + g) * kSplits + split) * (D + 2);
     if (lane == 0) {
-      sm[warp][g] = m[g];
-      sl[warp][g] = l[g];
+      p[0] = m[h];
+      p[1] = l[h];
     }
 #pragma unroll
-    for (int d = 0; d < DPL; ++d) sacc[warp][g][lane * DPL + d] = acc[g][d];
+    for (int k = 0; k < D / 32; ++k) p[2 + lane + 32 * k] = acc[h][k];
+  }
+  // The last split to finish merges all of them.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = counters + t * a.kv_heads + kvh;
+    const int ticket = atomicAdd(counter, 1);
+    last_flag = ticket == active - 1;
+    if (last_flag) *counter = 0;  // ready for the next launch
   }
   __syncthreads();
-  // Threads write this chunk's partial result: scratch[t][head][chunk] = (m, l, acc[D]).
-  for (int idx = threadIdx.x; idx < G * D; idx += kWarps * 32) {
-    const int g = idx / D, d = idx % D;
+  if (!last_flag) return;
+  __threadfence();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int g = warp + h * kWarps;
+    if (g >= G) break;
+    const float* base = partial + (static_cast<std::size_t>(t) * a.heads + kvh * G + g) * kSplits * (D + 2);
     float mm = -FLT_MAX;
-    for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, sm[w][g]);
-    float ll = 0.0f, aa = 0.0f;
-    for (int w = 0; w < kWarps; ++w) {
-      const float c = sm[w][g] == -FLT_MAX ? 0.0f : expf(sm[w][g] - mm);
-      ll += sl[w][g] * c;
-      aa += sacc[w][g][d] * c;
+    for (int s = 0; s < active; ++s) mm = fmaxf(mm, __ldcg(base + s * (D + 2)));
+    float ll = 0.0f, o[D / 32];
+#pragma unroll
+    for (int k = 0; k < D / 32; ++k) o[k] = 0.0f;
+    for (int s = 0; s < active; ++s) {
+      const float* p = base + s * (D + 2);
+      const float w = expf(__ldcg(p) - mm);
+      ll += __ldcg(p + 1) * w;
+#pragma unroll
+      for (int k = 0; k < D / 32; ++k) o[k] += __ldcg(p + 2 + lane + 32 * k) * w;
     }
-    float* out = scratch + ((static_cast<std::size_t>(t) * a.heads + kvh * G + g) * chunks + chunk) * (D + 2);
-    if (d == 0) {
-      out[0] = mm;
-      out[1] = ll;
-    }
-    out[2 + d] = aa;
+    Out* out = static_cast<Out*>(a.out) + (static_cast<std::size_t>(t) * a.heads + kvh * G + g) * D;
+#pragma unroll
+    for (int k = 0; k < D / 32; ++k) store_elem(out, lane + 32 * k, o[k] / ll);
   }
 }
 
-// Block: (token, head); thread d merges the chunks for dim d.
-__global__ void decode_attention_combine(AttentionArgs a, const float* scratch, int chunks) {
-  const int t = blockIdx.x, head = blockIdx.y;
-  const int D = a.head_dim;
-  const int used = (a.ctx_len[t] + kDecodeAttentionChunk - 1) / kDecodeAttentionChunk;
-  const float* base = scratch + (static_cast<std::size_t>(t) * a.heads + head) * chunks * (D + 2);
-  float mm = -FLT_MAX;
-  for (int c = 0; c < used; ++c) mm = fmaxf(mm, base[c * (D + 2)]);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float ll = 0.0f, aa = 0.0f;
-    for (int c = 0; c < used; ++c) {
-      const float* p = base + c * (D + 2);
-      const float w = p[0] == -FLT_MAX ? 0.0f : expf(p[0] - mm);
-      ll += p[1] * w;
-      aa += p[2 + d] * w;
-    }
-    a.out[(static_cast<std::size_t>(t) * a.heads + head) * D + d] = aa / ll;
+template <int D, typename KV>
+void launch_out(const AttentionArgs& a, float* partial, int* counters, cudaStream_t stream) {
+  const dim3 grid(a.n, a.kv_heads, kSplits);
+  switch (a.out_type) {
+    case ElemType::f32:
+      launch_pdl(decode_attention_kernel<D, KV, float>, grid, kThreads, 0, stream, a, partial, counters);
+      break;
+    case ElemType::bf16:
+      launch_pdl(decode_attention_kernel<D, KV, __nv_bfloat16>, grid, kThreads, 0, stream, a, partial, counters);
+      break;
+    case ElemType::f16:
+      launch_pdl(decode_attention_kernel<D, KV, __half>, grid, kThreads, 0, stream, a, partial, counters);
+      break;
   }
+}
+
+template <int D>
+void launch_d(const AttentionArgs& a, float* partial, int* counters, cudaStream_t stream) {
+  if (a.kv_type == ElemType::bf16)
+    launch_out<D, __nv_bfloat16>(a, partial, counters, stream);
+  else
+    launch_out<D, float>(a, partial, counters, stream);
+}
+
+std::size_t partial_floats(int n, int heads, int head_dim) {
+  return static_cast<std::size_t>(n) * heads * kSplits * (head_dim + 2);
 }
 
 }  // namespace
@@ -120,22 +220,19 @@ bool decode_attention_supports(int heads, int kv_heads, int head_dim) {
   return (head_dim == 64 || head_dim == 128) && kv_heads > 0 && heads % kv_heads == 0 && heads / kv_heads <= kMaxGroup;
 }
 
-std::size_t decode_attention_scratch_floats(int n, int heads, int head_dim, int max_ctx) {
-  const std::size_t chunks = (static_cast<std::size_t>(max_ctx) + kDecodeAttentionChunk - 1) / kDecodeAttentionChunk;
-  return static_cast<std::size_t>(n) * heads * chunks * (head_dim + 2);
+std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int head_dim) {
+  return partial_floats(n, heads, head_dim) * sizeof(float) + static_cast<std::size_t>(n) * kv_heads * sizeof(int);
 }
 
-std::size_t launch_decode_attention(const AttentionArgs& a, float* scratch, cudaStream_t stream) {
+std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream) {
   if (a.n <= 0) return 0;
-  const int chunks = (a.max_ctx + kDecodeAttentionChunk - 1) / kDecodeAttentionChunk;
-  const dim3 grid(a.n, a.kv_heads, chunks);
-  if (a.head_dim == 128) {
-    decode_attention_chunk<4><<<grid, kWarps * 32, 0, stream>>>(a, scratch, chunks);
-  } else {
-    decode_attention_chunk<2><<<grid, kWarps * 32, 0, stream>>>(a, scratch, chunks);
-  }
-  decode_attention_combine<<<dim3(a.n, a.heads), 128, 0, stream>>>(a, scratch, chunks);
-  return static_cast<std::size_t>(a.n) * a.kv_heads * a.max_ctx * a.head_dim * 8;
+  float* partial = static_cast<float*>(scratch);
+  int* counters = reinterpret_cast<int*>(partial + partial_floats(a.n, a.heads, a.head_dim));
+  if (a.head_dim == 128)
+    launch_d<128>(a, partial, counters, stream);
+  else
+    launch_d<64>(a, partial, counters, stream);
+  return static_cast<std::size_t>(a.n) * a.kv_heads * a.max_ctx * a.head_dim * 2 * elem_size(a.kv_type);
 }
 
 }  // namespace cosmos::kernels

@@ -1,5 +1,6 @@
-// Rotary embedding (M-RoPE, half-split) on q and k of the fused q/k/v product, with k and v
-// written into the paged KV cache.
+// Rotary embedding (M-RoPE, half-split) on q and k of the fused q/k/v product (plus its bias when
+// the product came from a GEMM without a bias epilogue), with k and v written into the paged KV
+// cache (fp32 or bf16).
 #pragma once
 
 #include <cstddef>
@@ -7,20 +8,26 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/elem_type.cuh"
+
 namespace cosmos::kernels {
 
 struct RopeKvArgs {
   const float* qkv = nullptr;        // [n, (heads + 2 kv_heads) * head_dim] fp32: q | k | v
+  const float* bias = nullptr;       // [(heads + 2 kv_heads) * head_dim] fp32 added first, or null
   const std::int32_t* positions = nullptr;  // [n, 3] int32: temporal, height, width
   const float* inv_freq = nullptr;   // [head_dim / 2] fp32
   const std::int32_t* slots = nullptr;  // [n] int32: cache slot = block * block_size + offset
-  float* q = nullptr;                // [n, heads, head_dim] fp32 out (roped)
-  float* k_cache = nullptr;          // [n_blocks * block_size, kv_heads, head_dim] fp32, this layer
-  float* v_cache = nullptr;          // same shape
+  void* q = nullptr;                 // [n, heads, head_dim] q_type out (roped)
+  ElemType q_type = ElemType::f32;
+  void* k_cache = nullptr;           // [n_blocks * block_size, kv_heads, head_dim] kv_type, this layer
+  void* v_cache = nullptr;           // same shape
+  ElemType kv_type = ElemType::f32;  // f32 or bf16
   int n = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int section0 = 0, section1 = 0;    // mrope sections: frequency j < s0 uses t, < s0+s1 uses h, else w
 };
 
+// Launched with launch_pdl (kernels/pdl.cuh). Returns bytes moved.
 std::size_t launch_rope_kv(const RopeKvArgs& args, cudaStream_t stream);
 
 }  // namespace cosmos::kernels

@@ -1,26 +1,43 @@
 #include "kernels/swiglu.cuh"
 
+#include <algorithm>
+
+#include "kernels/pdl.cuh"
+
 namespace cosmos::kernels {
 namespace {
 
-__global__ void swiglu_kernel(const float* __restrict__ gu, float* __restrict__ out, int n, int ff) {
+template <typename Out>
+__global__ void swiglu_kernel(const float* __restrict__ gu, Out* __restrict__ out, int n, int ff) {
+  pdl_wait();
+  pdl_launch_dependents();
   const std::size_t total = static_cast<std::size_t>(n) * ff;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     const std::size_t t = i / ff, c = i % ff;
     const float g = gu[t * 2 * ff + c], u = gu[t * 2 * ff + ff + c];
-    out[i] = g / (1.0f + expf(-g)) * u;
+    store_elem(out, i, g / (1.0f + expf(-g)) * u);
   }
 }
 
 }  // namespace
 
-std::size_t launch_swiglu(const float* gu, float* out, int n, int ff, cudaStream_t stream) {
+std::size_t launch_swiglu(const float* gu, void* out, ElemType out_type, int n, int ff, cudaStream_t stream) {
   if (n <= 0) return 0;
   const std::size_t total = static_cast<std::size_t>(n) * ff;
   const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((total + 255) / 256, 4096));
-  swiglu_kernel<<<blocks, 256, 0, stream>>>(gu, out, n, ff);
-  return total * 12;
+  switch (out_type) {
+    case ElemType::f32:
+      launch_pdl(swiglu_kernel<float>, blocks, 256, 0, stream, gu, static_cast<float*>(out), n, ff);
+      break;
+    case ElemType::bf16:
+      launch_pdl(swiglu_kernel<__nv_bfloat16>, blocks, 256, 0, stream, gu, static_cast<__nv_bfloat16*>(out), n, ff);
+      break;
+    case ElemType::f16:
+      launch_pdl(swiglu_kernel<__half>, blocks, 256, 0, stream, gu, static_cast<__half*>(out), n, ff);
+      break;
+  }
+  return total * (8 + elem_size(out_type));
 }
 
 }  // namespace cosmos::kernels

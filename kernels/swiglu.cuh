@@ -1,13 +1,20 @@
-// SwiGLU activation: out[t, i] = silu(gu[t, i]) * gu[t, ff + i] for the fused gate/up product.
+// SwiGLU activation: out[t, i] = silu(gu[t, i]) * gu[t, ff + i] for the fused gate/up product,
+// computed in fp32, stored as fp32, bf16 or fp16 (the input of the down GEMM).
 #pragma once
 
 #include <cstddef>
 
 #include <cuda_runtime.h>
 
+#include "kernels/elem_type.cuh"
+
 namespace cosmos::kernels {
 
-// gu: [n, 2 * ff] fp32 (gate | up)   out: [n, ff] fp32. Returns bytes moved.
-std::size_t launch_swiglu(const float* gu, float* out, int n, int ff, cudaStream_t stream);
+// gu: [n, 2 * ff] fp32 (gate | up)   out: [n, ff] out_type. Launched with launch_pdl. Returns bytes moved.
+std::size_t launch_swiglu(const float* gu, void* out, ElemType out_type, int n, int ff, cudaStream_t stream);
+
+inline std::size_t launch_swiglu(const float* gu, float* out, int n, int ff, cudaStream_t stream) {
+  return launch_swiglu(gu, out, ElemType::f32, n, ff, stream);
+}
 
 }  // namespace cosmos::kernels

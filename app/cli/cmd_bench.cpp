@@ -74,29 +74,6 @@ int run_bench(const BenchArgs& a) {
   auto precision = precision_from_string(a.precision);
   if (!precision) return report(make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision " + a.precision));
 
-  fs::path dir = a.model;
-  fs::path scratch;
-  if (!a.random.empty()) {
-    // The exact model shape with random weights (the test-model generator), in a scratch folder.
-    scratch = fs::temp_directory_path() / ("cosmos-bench-" + a.random + "-" + std::to_string(::getpid()));
-    TestModelOptions o;
-    o.preset = a.random;
-    o.seed = 1;
-    o.shards = 4;
-    o.tokenizer_json = COSMOS_DEFAULT_TEST_TOKENIZER;
-    o.out_dir = scratch;
-    std::cerr << "bench: writing a random " << a.random << " model to " << scratch.string() << "\n";
-    if (auto st = make_test_model(o); !st) return report(st.error());
-    dir = scratch;
-  }
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!p.empty()) fs::remove_all(p, ec);
-    }
-  } cleanup{scratch};
-
   int max_len = 1;
   for (int l : *prompt_lens) max_len = std::max(max_len, l + 1);
   for (int d : *depths) max_len = std::max(max_len, d + a.gen + 1);
@@ -104,13 +81,58 @@ int run_bench(const BenchArgs& a) {
   bo.context_tokens = max_len + 16;
   bo.precision = *precision;
   bo.threads = a.threads;
+  const Device device = *device_from_string(a.device);
+
+  fs::path scratch;
+  struct Cleanup {
+    fs::path* p;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!p->empty()) fs::remove_all(*p, ec);
+    }
+  } cleanup{&scratch};
+  std::unique_ptr<Backend> backend;
+  std::string device_note;
   const auto t_load = Clock::now();
-  auto model = load_model(dir, *device_from_string(a.device), bo);
-  if (!model) return report(model.error());
+  if (!a.random.empty() && device != Device::cpu) {
+    // The exact model shape with random weights generated on the GPU: only config.json on disk.
+    scratch = fs::temp_directory_path() / ("cosmos-bench-" + a.random + "-" + std::to_string(::getpid()));
+    if (auto st = write_test_config(a.random, scratch); !st) return report(st.error());
+    bo.random_weights = 1;
+    auto gpu = create_cuda_backend(scratch, bo);
+    bo.random_weights.reset();
+    if (gpu) {
+      backend = std::move(*gpu);
+    } else if (device == Device::cuda) {
+      return report(gpu.error());
+    } else {
+      device_note = "using the CPU: " + gpu.error().message;
+    }
+  }
+  if (!backend) {
+    fs::path dir = a.model;
+    if (!a.random.empty()) {
+      // The CPU reads weight files: write the random model (the test-model generator) to scratch.
+      scratch = fs::temp_directory_path() / ("cosmos-bench-" + a.random + "-" + std::to_string(::getpid()));
+      TestModelOptions o;
+      o.preset = a.random;
+      o.seed = 1;
+      o.shards = 4;
+      o.tokenizer_json = COSMOS_DEFAULT_TEST_TOKENIZER;
+      o.out_dir = scratch;
+      std::cerr << "bench: writing a random " << a.random << " model to " << scratch.string() << "\n";
+      if (auto st = make_test_model(o); !st) return report(st.error());
+      dir = scratch;
+    }
+    auto model = load_model(dir, device_note.empty() ? device : Device::cpu, bo);
+    if (!model) return report(model.error());
+    backend = std::move(model->backend);
+    if (device_note.empty()) device_note = model->device_note;
+  }
   const double load_s = seconds(t_load, Clock::now());
-  Backend& b = *model->backend;
+  Backend& b = *backend;
   const ModelConfig& c = b.config();
-  if (!model->device_note.empty()) std::cerr << model->device_note << "\n";
+  if (!device_note.empty()) std::cerr << device_note << "\n";
 
   // Bytes a decode step reads: every text-model matrix once (embedding: one row).
   std::uint64_t step_bytes = 0;
@@ -124,12 +146,18 @@ int run_bench(const BenchArgs& a) {
     for (auto& id : ids) id = static_cast<TokenId>(rng() % 151643);
     return ids;
   };
+  // Greedy next token, sampled on the device where the backend can (only the id comes back, as in
+  // the app), else from the logits on the host.
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
   auto forward = [&](SeqId seq, std::vector<TokenId> ids, ForwardOutput& out) -> Status {
     SequenceInput in;
     in.seq = seq;
     in.tokens = std::move(ids);
+    if (b.samples_on_device()) in.sampling = &greedy;
     return b.forward(std::span<const SequenceInput>(&in, 1), out);
   };
+  auto next_token = [&](const ForwardOutput& out) { return out.sampled.empty() ? argmax(out.row(0)) : out.sampled[0]; };
 
   nlohmann::json prefill = nlohmann::json::array(), decode = nlohmann::json::array();
   ForwardOutput out;
@@ -142,7 +170,7 @@ int run_bench(const BenchArgs& a) {
       const auto t0 = Clock::now();
       if (auto st = forward(seq, ids, out); !st) return report(st.error());
       const auto t1 = Clock::now();
-      (void)argmax(out.row(0));
+      (void)next_token(out);
       const auto t2 = Clock::now();
       b.kv_cache().free_sequence(seq);
       tps.push_back(len / seconds(t0, t1));
@@ -155,11 +183,11 @@ int run_bench(const BenchArgs& a) {
     for (int r = 0; r < a.reps; ++r) {
       const SeqId seq = b.kv_cache().create_sequence();
       if (auto st = forward(seq, random_ids(std::max(depth, 1)), out); !st) return report(st.error());
-      TokenId next = argmax(out.row(0));
+      TokenId next = next_token(out);
       const auto t0 = Clock::now();
       for (int g = 0; g < a.gen; ++g) {
         if (auto st = forward(seq, {next}, out); !st) return report(st.error());
-        next = argmax(out.row(0));
+        next = next_token(out);
       }
       tps.push_back(a.gen / seconds(t0, Clock::now()));
       b.kv_cache().free_sequence(seq);

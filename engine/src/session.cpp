@@ -44,13 +44,18 @@ void Session::reset() {
   cached_.clear();
 }
 
-Status Session::prefill(std::span<const TokenId> tokens, int chunk, ForwardOutput& out, GenerationStats& stats,
+Status Session::prefill(std::span<const TokenId> tokens, int chunk, const SamplingParams* device_sampling,
+                        std::span<const TokenId> history, ForwardOutput& out, GenerationStats& stats,
                         const StreamCallback& on_piece, bool& cancelled) {
   for (std::size_t begin = 0; begin < tokens.size(); begin += chunk) {
     const std::size_t end = std::min(tokens.size(), begin + static_cast<std::size_t>(chunk));
     SequenceInput in;
     in.seq = seq_;
     in.tokens.assign(tokens.begin() + begin, tokens.begin() + end);
+    if (end == tokens.size()) {  // the last chunk's last token starts the reply
+      in.sampling = device_sampling;
+      in.history = history;
+    }
     if (auto st = backend_.forward(std::span<const SequenceInput>(&in, 1), out); !st) return st;
     cached_.insert(cached_.end(), in.tokens.begin(), in.tokens.end());
     if (end < tokens.size() && on_piece && !on_piece({}, stats)) {
@@ -85,10 +90,15 @@ Result<GenerationResult> Session::generate(std::span<const TokenId> prompt, cons
   cached_.resize(keep);
   stats.reused_tokens = static_cast<int>(keep);
 
+  // Backends that sample on the device return only the id (same processors as Sampler; the random
+  // draws differ from the host's mt19937_64, greedy is identical).
+  const SamplingParams* device_sampling = backend_.samples_on_device() ? &options.sampling : nullptr;
+  std::vector<TokenId> history(prompt.begin(), prompt.end());  // for the repetition penalty
   ForwardOutput out;
   bool cancelled = false;
   const int chunk = std::max(1, options.prefill_chunk);
-  if (auto st = prefill(prompt.subspan(keep), chunk, out, stats, on_piece, cancelled); !st) return st.error();
+  if (auto st = prefill(prompt.subspan(keep), chunk, device_sampling, history, out, stats, on_piece, cancelled); !st)
+    return st.error();
   const double prefill_s = seconds_since(t_start);
   stats.prefill_tok_per_s = static_cast<double>(prompt.size() - keep) / std::max(prefill_s, 1e-9);
   if (cancelled) {
@@ -104,7 +114,6 @@ Result<GenerationResult> Session::generate(std::span<const TokenId> prompt, cons
   Sampler sampler(options.sampling);
   StreamingDecoder decoder(tokenizer_);
   StopStringFilter stops(options.stop_strings);
-  std::vector<TokenId> history(prompt.begin(), prompt.end());  // for the repetition penalty
   std::vector<float> logits;                                   // [vocab] fp32 scratch
   Clock::time_point t_first{};
 
@@ -114,9 +123,14 @@ Result<GenerationResult> Session::generate(std::span<const TokenId> prompt, cons
   };
 
   while (true) {
-    const auto row = out.row(static_cast<int>(out.logits.size() / out.vocab) - 1);  // last prompt/reply token
-    logits.assign(row.begin(), row.end());
-    const TokenId id = sampler.sample(logits, history);
+    TokenId id = 0;
+    if (device_sampling) {
+      id = out.sampled.at(0);
+    } else {
+      const auto row = out.row(static_cast<int>(out.logits.size() / out.vocab) - 1);  // last prompt/reply token
+      logits.assign(row.begin(), row.end());
+      id = sampler.sample(logits, history);
+    }
     ++stats.generated_tokens;
     if (stats.generated_tokens == 1) {
       t_first = Clock::now();
@@ -151,6 +165,9 @@ Result<GenerationResult> Session::generate(std::span<const TokenId> prompt, cons
     SequenceInput in;
     in.seq = seq_;
     in.tokens = {id};
+    in.sampling = device_sampling;
+    in.history = history;
+    in.sample_step = static_cast<std::uint64_t>(stats.generated_tokens);
     if (auto st = backend_.forward(std::span<const SequenceInput>(&in, 1), out); !st) return st.error();
     cached_.push_back(id);
   }

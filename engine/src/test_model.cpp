@@ -108,6 +108,19 @@ float test_weight_value(std::uint64_t seed, const std::string& canonical_name, i
   }
 }
 
+TestWeightSpec test_weight_spec(std::uint64_t seed, const ExpectedTensor& t) {
+  return TestWeightSpec{seed ^ fnv1a64(t.name), role_kind(t), in_features(t)};
+}
+
+Status write_test_config(const std::string& preset, const std::filesystem::path& out_dir) {
+  auto config = preset_config(preset);
+  if (!config) return config.error();
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return make_error(ErrorCategory::io, "file.write", out_dir.string() + ": " + ec.message());
+  return write_text(out_dir / "config.json", config->to_json().dump(2) + "\n");
+}
+
 Result<ModelConfig> preset_config(const std::string& preset) {
   if (preset == "tiny") return tiny_test_config();
   if (preset == "tiny-hd128") {

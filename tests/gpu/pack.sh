@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs HERE (the development machine): builds the engine, cosmos-cli and the tests with CUDA and
 # without Qt (preset "gpu"), and packs the binaries, the Debian shared libraries they need that
-# Ubuntu 24.04 lacks, and the test tokenizer into .carry/ (git-ignored) for the GPU machine:
+# Ubuntu 24.04 lacks, libcosmos-engine.so and the CUDA backend module libcosmos-cuda.so, and the
+# test tokenizer into .carry/ (git-ignored) for the GPU machine:
 #   tests/gpu/pack.sh && <device run, carry [".carry"]> tests/gpu/run.sh --prebuilt .carry
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -9,8 +10,12 @@ cmake --preset gpu >/dev/null
 cmake --build --preset gpu
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
 cp build/gpu/bin/* .carry/bin/
+# The engine library and the CUDA backend module: the binaries find them in .carry/bin/../lib
+# (RUNPATH $ORIGIN/../lib; the module is also searched there). cuBLASLt comes from the GPU machine's
+# own CUDA install, not from here.
+cp build/gpu/lib/libcosmos-engine.so build/gpu/lib/libcosmos-cuda.so .carry/lib/
 # Libraries from Debian packages that the GPU machine does not have.
-for bin in .carry/bin/*; do
+for bin in .carry/bin/* .carry/lib/libcosmos-*.so; do
   ldd "$bin" | awk '/=> \//{print $3}'
 done | sort -u | grep -E 'libspdlog|libfmt|libutf8proc|libsentencepiece|libprotobuf|libpcre2' \
   | xargs -r -I{} cp -L {} .carry/lib/

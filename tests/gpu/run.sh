@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, in one call: GPU tests, the unit tests, the tokenizer benchmark, and
 # (with --golden) the Hugging Face golden data. Logs go to $OUT; a short table is printed last.
-#   tests/gpu/run.sh --prebuilt .carry [--golden]
+#   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--sanitize]
+# --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
+# golden data is made here too (tests/golden/make_golden_7b.py -> $OUT/golden_7b_bf16.json) with
+# --golden or when tests/data/golden_7b_bf16.json is not committed.
 # .carry comes from tests/gpu/pack.sh (binaries built on the development machine).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cosmos-gpu-out}
 mkdir -p "$OUT"
-# $OUT brings back at most 8 files: per-test logs stay in $LOGS, $OUT gets tests.log, golden.log
-# and golden/ (6 files).
+# $OUT brings back at most 8 files: per-test logs stay in $LOGS (and are appended to tests.log),
+# $OUT gets tests.log, golden/ (6 files) and golden_7b_bf16.json.
 LOGS=$(mktemp -d)
-prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0
+prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -19,6 +22,7 @@ while [ $# -gt 0 ]; do
     --gpu-7b) gpu7b=1; shift ;;
     --sanitize) sanitize=1; shift ;;
     --bench-7b) bench7b=1; shift ;;
+    --parity-7b) parity7b=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -73,16 +77,17 @@ if [ $golden = 1 ]; then
   "$bin/cosmos-cli" make-test-model --preset tiny --seed 1 --shards 3 --layout language_model -q \
     --tokenizer "$tokpath" --out "$tiny_lm"
   PYTHONUNBUFFERED=1 python3 tests/golden/make_golden.py --tokenizer "$tokpath" --data tests/data \
-    --out "$OUT/golden" --tiny-model "$tiny" --tiny-model-lm "$tiny_lm" --seed 1 >"$OUT/golden.log" 2>&1 \
-    && golden_status="written to \$OUT/golden" || golden_status="FAILED (see golden.log)"
-  tail -5 "$OUT/golden.log"
+    --out "$OUT/golden" --tiny-model "$tiny" --tiny-model-lm "$tiny_lm" --seed 1 >"$LOGS/golden.log" 2>&1 \
+    && golden_status="written to \$OUT/golden" || golden_status="FAILED (see tests.log)"
+  tail -5 "$LOGS/golden.log"
+  { echo "== make_golden.py"; cat "$LOGS/golden.log"; } >> "$OUT/tests.log"
 fi
 
 cpu7b_status="not run" gpu7b_status="not run"
-big=/tmp/cosmos-7b
-if [ $cpu7b = 1 ] || [ $gpu7b = 1 ] || [ $bench7b = 1 ]; then
+big=/tmp/cosmos-7b seed7b=1  # one 7B model (15 GB) for all the 7B runs; the parity golden records its seed
+if [ $cpu7b = 1 ] || [ $gpu7b = 1 ] || [ $parity7b = 1 ]; then
   t0=$SECONDS
-  "$bin/cosmos-cli" make-test-model --preset cosmos-reason1-7b --seed 1 --shards 4 -q \
+  "$bin/cosmos-cli" make-test-model --preset cosmos-reason1-7b --seed $seed7b --shards 4 -q \
     --tokenizer "$tokpath" --out "$big" >"$LOGS/make7b.txt" 2>&1
   echo "$((SECONDS - t0)) s" >> "$LOGS/make7b.txt"
 fi
@@ -96,15 +101,19 @@ if [ $gpu7b = 1 ]; then
 fi
 bench7b_status="not run"
 if [ $bench7b = 1 ]; then
-  # cosmos-cli bench on the 7B shape: prefill 128/2048, decode at depth 0/4096, medians of 3.
-  "$bin/cosmos-cli" bench --model "$big" --device cuda --prompt-lens 128,2048 --depth 0,4096 --gen 128 --reps 3 \
-    --json > "$LOGS/bench7b.json" 2>"$LOGS/bench7b.err"
-  bench7b_status=$(python3 -c "
-import json; j=json.load(open('$LOGS/bench7b.json'))
-p=' '.join('pp%d %.0f tok/s'%(x['prompt_tokens'],x['tok_per_s']) for x in j['prefill'])
+  # cosmos-cli bench on the 7B shape with random weights generated on the GPU (no files): prefill
+  # 128/2048, decode at depth 0/4096, medians of 3, for bf16 and fp16.
+  bench7b_status=""
+  for prec in bf16 fp16; do
+    "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision $prec --prompt-lens 128,2048 \
+      --depth 0,4096 --gen 128 --reps 3 --json > "$LOGS/bench7b_$prec.json" 2>"$LOGS/bench7b_$prec.err"
+    bench7b_status+="$prec: $(python3 -c "
+import json; j=json.load(open('$LOGS/bench7b_$prec.json'))
+p=' '.join('pp%d %.0f tok/s (ttft %.3f s)'%(x['prompt_tokens'],x['tok_per_s'],x['ttft_s']) for x in j['prefill'])
 d=' '.join('tg@%d %.1f tok/s (%.0f%%)'%(x['depth'],x['tok_per_s'],x['pct_of_copy']) for x in j['decode'])
-print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED)
-  { echo "== bench 7B"; cat "$LOGS/bench7b.json" "$LOGS/bench7b.err"; } >> "$OUT/tests.log"
+print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED) | "
+    { echo "== bench 7B $prec"; cat "$LOGS/bench7b_$prec.json" "$LOGS/bench7b_$prec.err"; } >> "$OUT/tests.log"
+  done
 fi
 if [ $cpu7b = 1 ]; then
   "$bin/cosmos-cli" inspect --model "$big" > "$LOGS/inspect7b.txt" 2>&1
@@ -113,6 +122,49 @@ if [ $cpu7b = 1 ]; then
     > "$LOGS/cpu7b.json" 2>"$LOGS/cpu7b.err"
   cpu7b_status=$(python3 -c "import json;s=json.load(open('$LOGS/cpu7b.json'))['stats'];print('prefill %.1f tok/s, decode %.2f tok/s (%d threads)'%(s['prefill_tok_per_s'],s['decode_tok_per_s'],$(nproc)))" 2>/dev/null || echo FAILED)
   { echo "== make 7B: $(cat "$LOGS/make7b.txt")"; cat "$LOGS/inspect7b.txt"; cat "$LOGS/cpu7b.json" "$LOGS/cpu7b.err"; } >> "$OUT/tests.log"
+fi
+parity7b_status="not run"
+if [ $parity7b = 1 ]; then
+  # The 7B shape against Hugging Face transformers bf16 on the same files (tests/gpu/test_parity_7b.cpp).
+  golden7b=tests/data/golden_7b_bf16.json
+  if [ $golden = 1 ] || [ ! -e "$golden7b" ]; then
+    t0=$SECONDS
+    PYTHONUNBUFFERED=1 python3 tests/golden/make_golden_7b.py --model "$big" --tokenizer "$tokpath" --seed $seed7b \
+      --out "$OUT/golden_7b_bf16.json" >"$LOGS/golden7b.log" 2>&1 && golden7b="$OUT/golden_7b_bf16.json"
+    echo "make_golden_7b.py: $((SECONDS - t0)) s" >> "$LOGS/golden7b.log"
+    { echo "== make_golden_7b.py"; cat "$LOGS/golden7b.log"; } >> "$OUT/tests.log"
+  fi
+  if [ -e "$golden7b" ]; then
+    case "$golden7b" in /*) ;; *) golden7b="$PWD/$golden7b" ;; esac
+    COSMOS_PARITY_7B_DIR="$big" COSMOS_PARITY_7B_GOLDEN="$golden7b" "$bin/test_gpu_parity_7b" \
+      >"$LOGS/parity7b.log" 2>&1
+    rc=$?
+    if grep -q '\[  SKIPPED \] [1-9]' "$LOGS/parity7b.log"; then st="skipped"
+    elif [ $rc = 0 ]; then st="passed"; else st="FAILED"; fi
+    status[test_gpu_parity_7b]=$st
+    # One line for the table: per case top-1 agreement (all steps, decisive steps), the largest
+    # relative error and the bound, the first step where our free-running greedy differs from HF's.
+    parity7b_status="$st; $(python3 - "$LOGS/parity7b.log" <<'PY' 2>/dev/null || echo "see tests.log"
+import re, sys
+agree, err, bound, div = {"prefill": [], "decode": []}, [], "?", []
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"PARITY7B (prefill|decode) \S+: top-1 = HF bf16 greedy (\d+)/(\d+) \(decisive steps (\d+/\d+);"
+                 r".* rel err vs HF bf16 max (\S+) mean \S+ \(bound (\S+)\)", line)
+    if m:
+        agree[m[1]].append("%s (%s)" % (m[2], m[4])); err.append(float(m[5])); bound = m[6]; steps = m[3]
+    m = re.match(r"PARITY7B greedy \S+: first divergence from HF bf16 at step (\S+),", line)
+    if m:
+        div.append(m[1])
+print("top-1 = HF bf16 greedy (decisive steps): prefill %s, decode %s of %s; rel err max %.3g (bound %s); "
+      "greedy diverges at %s"
+      % (" ".join(agree["prefill"]), " ".join(agree["decode"]), steps, max(err), bound, " ".join(div)))
+PY
+)"
+    { echo "== test_gpu_parity_7b"; cat "$LOGS/parity7b.log"; } >> "$OUT/tests.log"
+  else
+    parity7b_status="FAILED: no golden (see make_golden_7b.py in tests.log)"
+    status[test_gpu_parity_7b]=FAILED
+  fi
 fi
 
 echo
@@ -127,5 +179,6 @@ printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
 printf '%-32s %s\n' "CUDA backend, 7B shape" "$gpu7b_status"
 printf '%-32s %s\n' "cosmos-cli bench, 7B shape" "$bench7b_status"
+printf '%-32s %s\n' "HF bf16 parity, 7B shape" "$parity7b_status"
 for k in "${!status[@]}"; do [ "${status[$k]}" = FAILED ] && exit 1; done
 exit 0

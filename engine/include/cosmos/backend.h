@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "cosmos/kv_cache.h"
 #include "cosmos/model_config.h"
 #include "cosmos/precision.h"
+#include "cosmos/sampler.h"
 #include "cosmos/tokenizer.h"
 
 namespace cosmos {
@@ -34,6 +36,13 @@ struct SequenceInput {
   std::vector<int> embedding_rows;     // [n] or empty
   std::span<const float> embeddings;   // [rows, hidden] fp32
   bool all_logits = false;             // logits for every new token, else only the last
+  // Sample the next token on the device (backends where samples_on_device()) instead of returning
+  // logits: the last token's logits go through `sampling` (same processors as cosmos::Sampler) with
+  // `history` for the repetition penalty, and ForwardOutput::sampled gets the id. Needs
+  // !all_logits; in one batch either every sequence sets it or none.
+  const SamplingParams* sampling = nullptr;
+  std::span<const TokenId> history;
+  std::uint64_t sample_step = 0;       // the draw's counter: same seed + step, same draw
 };
 
 struct ForwardOutput {
@@ -41,6 +50,8 @@ struct ForwardOutput {
   std::vector<float> logits;           // [rows, vocab] fp32
   std::vector<int> first_row;          // [n_seqs] index of each sequence's first row
   int vocab = 0;
+  // When the batch asked for device sampling: the sampled id per sequence (logits then empty).
+  std::vector<TokenId> sampled;        // [n_seqs]
   std::span<const float> row(int r) const {
     return {logits.data() + static_cast<std::size_t>(r) * vocab, static_cast<std::size_t>(vocab)};
   }
@@ -62,6 +73,8 @@ class Backend {
   virtual const ModelConfig& config() const = 0;
   virtual KvCache& kv_cache() = 0;
   virtual BackendMemory memory() const = 0;
+  // True when forward() can sample on the device (SequenceInput::sampling).
+  virtual bool samples_on_device() const { return false; }
 
   // Runs the batch: writes K/V of the new tokens into the cache (reserving blocks), advances each
   // sequence's length, and fills `out`. On error no sequence length changes.
@@ -75,6 +88,12 @@ struct BackendOptions {
   // Load progress (0..1, as weights are placed); returning false cancels the load, which then
   // fails with category `cancelled`, code "load.cancelled".
   std::function<bool(double fraction)> progress;
+  // CUDA: fp32 KV cache and fp32 CUDA-core matmuls for prefill instead of the bf16 KV cache and
+  // tensor-core GEMMs (slow; for tests against fp32 references). bf16 only.
+  bool reference_math = false;
+  // CUDA: fill the weights on the GPU with the test-model generator (cosmos/test_model.h) for this
+  // seed instead of reading a checkpoint; the model folder then needs only config.json (benchmarks).
+  std::optional<std::uint64_t> random_weights;
 };
 
 inline Error load_cancelled_error() {

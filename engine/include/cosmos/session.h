@@ -72,7 +72,8 @@ class Session {
   void reset();
 
  private:
-  Status prefill(std::span<const TokenId> tokens, int chunk, ForwardOutput& out, GenerationStats& stats,
+  Status prefill(std::span<const TokenId> tokens, int chunk, const SamplingParams* device_sampling,
+                 std::span<const TokenId> history, ForwardOutput& out, GenerationStats& stats,
                  const StreamCallback& on_piece, bool& cancelled);
 
   Backend& backend_;

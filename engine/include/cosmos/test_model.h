@@ -19,6 +19,7 @@
 #include "cosmos/checkpoint.h"
 #include "cosmos/error.h"
 #include "cosmos/model_config.h"
+#include "cosmos/model_tensors.h"
 
 namespace cosmos {
 
@@ -37,6 +38,18 @@ Result<ModelConfig> preset_config(const std::string& preset);
 // The value the generator gives element i of the named tensor (fp32, before bf16 rounding).
 float test_weight_value(std::uint64_t seed, const std::string& canonical_name, int role_kind,
                         std::uint64_t i, std::uint64_t in_features);
+
+// The generator's per-tensor key (seed XOR fnv1a64(name)) and role kind (0 norm, 1 bias,
+// 2 embedding, 3 matrix) with its fan-in, for generating the same values elsewhere (the GPU).
+struct TestWeightSpec {
+  std::uint64_t key = 0;
+  int kind = 3;
+  std::uint64_t fan_in = 1;
+};
+TestWeightSpec test_weight_spec(std::uint64_t seed, const ExpectedTensor& tensor);
+
+// Writes config.json only (no weights, no tokenizer): for backends that generate the weights.
+Status write_test_config(const std::string& preset, const std::filesystem::path& out_dir);
 
 Status make_test_model(const TestModelOptions& options);
 

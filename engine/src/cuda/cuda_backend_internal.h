@@ -10,8 +10,9 @@
 
 namespace cosmos {
 
-// Allocates and uploads the model to `gpu`; errors as documented in cosmos/cuda_backend.h.
+// Allocates and uploads the model to `gpu`; errors as documented in cosmos/cuda_backend.h. With
+// options.random_weights set, `ckpt` may be null (the weights are generated on the GPU).
 Result<std::unique_ptr<Backend>> load_cuda_backend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape,
-                                                   const Checkpoint& ckpt, const BackendOptions& options);
+                                                   const Checkpoint* ckpt, const BackendOptions& options);
 
 }  // namespace cosmos

@@ -1,0 +1,166 @@
+// The CUDA backend's class, shared by its three source files:
+//   cuda_backend.cpp  forward(): batch planning, metadata upload, decode graphs, outputs
+//   cuda_load.cpp     load(): allocation, weights streamed through pinned buffers, precision
+//   cuda_layers.cpp   enqueue(): the kernels of one forward pass
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "cosmos/backend.h"
+#include "cosmos/checkpoint.h"
+#include "kernels/device_info.cuh"
+#include "kernels/elem_type.cuh"
+#include "kernels/gemm_lt.h"
+
+namespace cosmos {
+
+Error cuda_error(cudaError_t e, const char* call, const char* file, int line);
+
+#define CUDA_TRY(call)                                                             \
+  do {                                                                             \
+    const cudaError_t e_ = (call);                                                 \
+    if (e_ != cudaSuccess) return fail(cuda_error(e_, #call, __FILE__, __LINE__)); \
+  } while (0)
+
+using bf16 = __nv_bfloat16;
+
+struct CudaLayer {
+  bf16* in_norm = nullptr;      // [hidden] bf16
+  bf16* post_norm = nullptr;    // [hidden] bf16
+  void* in_norm_w = nullptr;    // [hidden] weight type (the fused norm+gemv reads it; == in_norm for bf16)
+  void* post_norm_w = nullptr;  // [hidden] weight type
+  void* qkv = nullptr;          // [q_dim + 2 kv_dim, hidden] weight type: q rows, then k, then v
+  void* qkv_bias = nullptr;     // [q_dim + 2 kv_dim] weight type (gemv epilogue)
+  float* qkv_bias_f32 = nullptr;  // [q_dim + 2 kv_dim] fp32 (added in rope_kv after a GEMM)
+  void* o = nullptr;            // [hidden, q_dim] weight type
+  void* gate_up = nullptr;      // [2 intermediate, hidden] weight type: gate rows, then up
+  void* down = nullptr;         // [hidden, intermediate] weight type
+  void* k_cache = nullptr;      // [slots, kv_heads, head_dim] kv type (bf16, or fp32 for reference math)
+  void* v_cache = nullptr;      // same shape
+};
+
+// Where the weights come from: a checkpoint, or the test-model generator run on the GPU.
+struct WeightSource {
+  const Checkpoint* ckpt = nullptr;
+  std::uint64_t random_seed = 0;  // used when ckpt is null
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape, const BackendOptions& options);
+  ~CudaBackend() override;
+
+  Status load(const WeightSource& src, const std::function<bool(double)>& progress);
+
+  std::string_view name() const override { return "cuda"; }
+  std::string device_name() const override { return gpu_.name; }
+  Precision precision() const override { return precision_; }
+  const ModelConfig& config() const override { return config_; }
+  KvCache& kv_cache() override { return cache_; }
+  BackendMemory memory() const override;
+  bool samples_on_device() const override { return true; }
+  Status forward(std::span<const SequenceInput> batch, ForwardOutput& out) override;
+
+ private:
+  Error fail(Error e);
+  Result<void*> alloc(std::size_t bytes, const char* what);
+  void release(void*& p);
+  // load helpers (cuda_load.cpp)
+  Status upload(const WeightSource& src, const std::string& name, void* dst, kernels::ElemType type,
+                std::size_t expect_elems);
+  Status stage_copy(void* dst, const std::uint8_t* src, std::size_t bytes, kernels::ElemType type);
+  Status ensure_workspace(int tokens, int rows);
+  // one forward pass (cuda_layers.cpp)
+  struct MetaOffsets {
+    std::size_t ids = 0, pos = 0, slots = 0, toff = 0, ctx = 0, tab = 0;
+    std::size_t seq_qstart = 0, seq_qlen = 0, seq_ctx0 = 0, seq_toff = 0;  // per sequence (prefill attention)
+    std::size_t hist_off = 0;  // [n_seqs + 1] history CSR offsets (device sampling)
+    int n_seqs = 0;
+  };
+  struct SampleMode {
+    bool on = false, any_penalty = false, all_greedy = false, need_sort = false, any_top_k = false, any_top_p = false;
+    int key() const {
+      return on | any_penalty << 1 | all_greedy << 2 | need_sort << 3 | any_top_k << 4 | any_top_p << 5;
+    }
+  };
+  Status enqueue(int N, const std::vector<int>& rows, const MetaOffsets& o, int max_ctx, const SampleMode& mode);
+  // y = x W^T (+ bias) (+ residual). One token: gemv, optionally with the RMSNorm (norm_w) and
+  // SwiGLU fused; several: cuBLASLt (x low precision, bias must be null, residual == y) or the
+  // reference matmul.
+  Status linear(const void* x, const void* w, kernels::ElemType wtype, const void* bias, const float* residual,
+                float* y, int n, int rows, int cols, const void* norm_w = nullptr, bool swiglu = false);
+  void drop_graphs();
+
+  ModelConfig config_;
+  kernels::GpuInfo gpu_;
+  KvCache cache_;
+  Precision precision_ = Precision::bf16;
+  bool reference_math_ = false;               // fp32 KV cache and fp32 CUDA-core matmuls (tests)
+  kernels::ElemType wtype_ = kernels::ElemType::bf16;  // matrices: bf16 or f16
+  kernels::ElemType kvtype_ = kernels::ElemType::bf16;
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> allocations_;
+  std::string failed_;
+  bf16 *embed_ = nullptr, *final_norm_ = nullptr;
+  void* lm_head_ = nullptr;                    // [vocab, hidden] lm_type_
+  kernels::ElemType lm_type_ = kernels::ElemType::bf16;
+  float* inv_freq_ = nullptr;                  // [head_dim / 2] fp32
+  std::vector<CudaLayer> layers_;
+  std::uint64_t weight_bytes_ = 0, kv_bytes_ = 0, workspace_bytes_ = 0;
+  // Loading: progress over the text-model bytes, and pinned staging buffers (a ring).
+  std::function<bool(double)> progress_;
+  std::uint64_t uploaded_ = 0, to_upload_ = 0;
+  static constexpr int kStageSlots = 4;
+  static constexpr std::size_t kStageBytes = 32u << 20;
+  void* stage_host_[kStageSlots] = {};         // [kStageBytes] pinned host
+  void* stage_dev_[kStageSlots] = {};          // [kStageBytes] device (bf16 before conversion to fp16)
+  cudaEvent_t stage_done_[kStageSlots] = {};
+  int stage_next_ = 0;
+  // Workspace, grown on demand (sized for `ws_tokens_` tokens and `ws_rows_` logits rows). Buffers
+  // that feed a GEMM hold bf16/fp16 there and fp32 on the gemv/reference paths (sized for fp32).
+  int ws_tokens_ = 0, ws_rows_ = 0;
+  float *x_ = nullptr;     // [T, hidden] fp32 residual stream
+  void *h_ = nullptr;      // [T, hidden] normed input of the next product (fp32 or low precision)
+  float *qkv_ = nullptr;   // [T, q_dim + 2 kv_dim] fp32
+  void *q_ = nullptr;      // [T, q_dim] roped q (fp32 or bf16)
+  void *att_ = nullptr;    // [T, q_dim] attention output (fp32 or low precision)
+  float *gu_ = nullptr;    // [T, 2 intermediate] fp32
+  void *act_ = nullptr;    // [T, intermediate] SwiGLU output (fp32 or low precision)
+  float *sel_ = nullptr;   // [R, hidden] fp32 final-normed rows that get logits
+  float *logits_ = nullptr;  // [R, vocab] fp32
+  // Metadata (ids, positions, slots, table offsets, lengths, tables, per-sequence arrays), uploaded
+  // from a pinned host mirror once per pass.
+  std::int32_t* meta_ = nullptr;
+  std::int32_t* meta_host_ = nullptr;
+  std::size_t meta_ints_ = 0;
+  // Device sampling: per-sequence params, penalty history, sampled ids (+ pinned host copy).
+  void* sparams_ = nullptr;  void* sparams_host_ = nullptr;  int sparams_cap_ = 0;
+  std::int32_t* hist_ = nullptr;  std::size_t hist_cap_ = 0;
+  std::int32_t* out_ids_ = nullptr;  std::int32_t* out_ids_host_ = nullptr;
+  void* sample_ws_ = nullptr;  std::size_t sample_ws_bytes_ = 0;  int sample_rows_ = 0;
+  // Tensor-core GEMMs for passes of several tokens.
+  kernels::GemmLt gemm_;
+  void* gemm_ws_ = nullptr;
+  static constexpr std::size_t kGemmWorkspace = 32u << 20;
+  // Captured one-token decode steps, one per sampling mode (kernels read positions and lengths
+  // from meta_, so a graph replays at every step); dropped when buffers move.
+  std::map<int, cudaGraphExec_t> graphs_;
+  static constexpr int kDecodeTokens = 4;  // passes of up to this many tokens use decode attention
+  void* decode_scratch_ = nullptr;         // kernels/decode_attention.cuh, for kDecodeTokens tokens
+  std::uint64_t decode_scratch_bytes_ = 0;
+  std::vector<std::pair<int, const float*>> pending_embeddings_;  // (token row, host fp32 [hidden]) for this pass
+};
+
+Result<std::unique_ptr<Backend>> load_cuda_backend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape,
+                                                   const WeightSource& src, const BackendOptions& options);
+
+}  // namespace cosmos

@@ -1,0 +1,227 @@
+// CUDA backend: the kernels of one forward pass, enqueued on the backend's stream (and captured
+// into a graph for decode steps). Three paths share the same layer structure:
+//   one token      gemv products with bias/residual epilogues, flash-decoding attention;
+//   several tokens tensor-core GEMMs (cuBLASLt, bf16/fp16 inputs, fp32 out, residual accumulated
+//                  in place), flash prefill attention on tensor cores, bias added in rope_kv;
+//   reference math fp32 CUDA-core matmuls and the fp32 KV cache (tests against fp32 references).
+#include <cmath>
+
+#include "cuda/cuda_backend_impl.h"
+#include "kernels/attention.cuh"
+#include "kernels/convert_dtype.cuh"
+#include "kernels/decode_attention.cuh"
+#include "kernels/embedding.cuh"
+#include "kernels/gemv.cuh"
+#include "kernels/matmul_bf16.cuh"
+#include "kernels/prefill_attention.cuh"
+#include "kernels/rms_norm.cuh"
+#include "kernels/rope_kv.cuh"
+#include "kernels/sampling.cuh"
+#include "kernels/swiglu.cuh"
+
+namespace cosmos {
+
+using kernels::ElemType;
+
+namespace {
+
+template <typename T>
+void launch_gemv_as(const void* x, const void* w, const void* bias, const float* residual, float* y, int rows, int cols,
+                    const void* norm_w, float eps, bool swiglu, cudaStream_t stream) {
+  kernels::GemvArgsT<T> a;
+  a.w = static_cast<const T*>(w);
+  a.x = static_cast<const float*>(x);
+  a.bias = static_cast<const T*>(bias);
+  a.residual = residual;
+  a.y = y;
+  a.rows = rows;
+  a.cols = cols;
+  a.norm_weight = static_cast<const T*>(norm_w);
+  a.norm_eps = eps;
+  a.swiglu = swiglu;
+  kernels::launch_gemv(a, stream);
+}
+
+}  // namespace
+
+Status CudaBackend::linear(const void* x, const void* w, ElemType wtype, const void* bias, const float* residual,
+                           float* y, int n, int rows, int cols, const void* norm_w, bool swiglu) {
+  if (n == 1) {
+    const float eps = static_cast<float>(config_.rms_norm_eps);
+    if (wtype == ElemType::f16)
+      launch_gemv_as<__half>(x, w, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
+    else
+      launch_gemv_as<bf16>(x, w, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
+  } else if (norm_w || swiglu) {
+    return fail(make_error(ErrorCategory::internal, "backend.cuda", "fused norm/SwiGLU asked for several tokens"));
+  } else if (!reference_math_) {
+    if (bias || (residual && residual != y))
+      return fail(make_error(ErrorCategory::internal, "backend.cuda", "GEMM path: bias or a separate residual"));
+    if (std::string err = gemm_.run(w, x, y, n, rows, cols, residual != nullptr, wtype, stream_); !err.empty())
+      return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
+  } else {
+    kernels::MatmulArgs a;
+    a.x = static_cast<const float*>(x);
+    a.w = static_cast<const bf16*>(w);
+    a.bias = static_cast<const bf16*>(bias);
+    a.residual = residual;
+    a.y = y;
+    a.n = n;
+    a.rows = rows;
+    a.cols = cols;
+    kernels::launch_matmul_bf16(a, stream_);
+  }
+  CUDA_TRY(cudaGetLastError());
+  return ok_status();
+}
+
+Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffsets& o, int max_ctx,
+                            const SampleMode& mode) {
+  const ModelConfig& c = config_;
+  const int H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), FF = c.intermediate_size, D = c.head_dim;
+  const int R = static_cast<int>(rows.size());
+  const bool gemm = N > 1 && !reference_math_;        // tensor-core GEMMs for this pass
+  const ElemType in_type = gemm ? wtype_ : ElemType::f32;  // what the products read
+  const bool decode_att = N <= kDecodeTokens && decode_scratch_;
+  const bool prefill_att = !decode_att && !reference_math_ &&
+                           kernels::prefill_attention_supports(c.num_heads, c.num_kv_heads, D);
+  kernels::launch_embedding(embed_, meta_ + o.ids, x_, N, H, stream_);
+  for (const auto& [row, src] : pending_embeddings_)
+    CUDA_TRY(cudaMemcpyAsync(x_ + static_cast<std::size_t>(row) * H, src, H * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int sec0 = c.mrope_section.size() == 3 ? c.mrope_section[0] : D;
+  const int sec1 = c.mrope_section.size() == 3 ? c.mrope_section[1] : 0;
+  for (const CudaLayer& L : layers_) {
+    // Attention block (one token: the norm runs inside the q/k/v product).
+    if (N == 1) {
+      if (auto st = linear(x_, L.qkv, wtype_, L.qkv_bias, nullptr, qkv_, 1, Q + 2 * KV, H, L.in_norm_w); !st) return st;
+    } else {
+      kernels::launch_rms_norm(x_, H, L.in_norm, h_, in_type, N, H, eps, stream_);
+      if (auto st = linear(h_, L.qkv, wtype_, gemm ? nullptr : L.qkv_bias, nullptr, qkv_, N, Q + 2 * KV, H); !st)
+        return st;
+    }
+    kernels::RopeKvArgs r;
+    r.qkv = qkv_;
+    r.bias = gemm ? L.qkv_bias_f32 : nullptr;
+    r.positions = meta_ + o.pos;
+    r.inv_freq = inv_freq_;
+    r.slots = meta_ + o.slots;
+    r.q = q_;
+    r.q_type = prefill_att ? ElemType::bf16 : ElemType::f32;
+    r.k_cache = L.k_cache;
+    r.v_cache = L.v_cache;
+    r.kv_type = kvtype_;
+    r.n = N;
+    r.heads = c.num_heads;
+    r.kv_heads = c.num_kv_heads;
+    r.head_dim = D;
+    r.section0 = sec0;
+    r.section1 = sec1;
+    kernels::launch_rope_kv(r, stream_);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    void* att_in = att_;  // what the o product reads
+    if (prefill_att) {
+      kernels::PrefillAttentionArgs a;
+      a.q = static_cast<const bf16*>(q_);
+      a.k_cache = static_cast<const bf16*>(L.k_cache);
+      a.v_cache = static_cast<const bf16*>(L.v_cache);
+      a.block_tables = meta_ + o.tab;
+      a.q_start = meta_ + o.seq_qstart;
+      a.q_len = meta_ + o.seq_qlen;
+      a.ctx_start = meta_ + o.seq_ctx0;
+      a.table_offset = meta_ + o.seq_toff;
+      a.out = static_cast<bf16*>(att_);
+      a.seqs = o.n_seqs;
+      a.n = N;
+      a.max_q_len = N;
+      a.max_kv_len = max_ctx;
+      a.heads = c.num_heads;
+      a.kv_heads = c.num_kv_heads;
+      a.head_dim = D;
+      a.block_size = cache_.shape().block_size;
+      a.scale = scale;
+      kernels::launch_prefill_attention(a, stream_);
+      if (wtype_ == ElemType::f16) {  // the o GEMM reads fp16: convert into q_ (free after attention)
+        // bf16 -> fp32 -> fp16 would need a kernel per pair; the bf16 -> fp16 converter takes raw bits.
+        kernels::launch_bf16_to_f16(static_cast<const std::uint16_t*>(att_), static_cast<std::uint16_t*>(q_),
+                                    static_cast<std::size_t>(N) * Q, stream_);
+        att_in = q_;
+      }
+    } else {
+      kernels::AttentionArgs a;
+      a.q = static_cast<const float*>(q_);
+      a.k_cache = L.k_cache;
+      a.v_cache = L.v_cache;
+      a.kv_type = kvtype_;
+      a.block_tables = meta_ + o.tab;
+      a.table_offset = meta_ + o.toff;
+      a.ctx_len = meta_ + o.ctx;
+      a.out = att_;
+      a.out_type = in_type;
+      a.n = N;
+      a.heads = c.num_heads;
+      a.kv_heads = c.num_kv_heads;
+      a.head_dim = D;
+      a.block_size = cache_.shape().block_size;
+      a.max_ctx = max_ctx;
+      a.scale = scale;
+      if (decode_att)
+        kernels::launch_decode_attention(a, decode_scratch_, stream_);
+      else
+        kernels::launch_attention(a, stream_);
+    }
+    CUDA_TRY(cudaGetLastError());
+    if (auto st = linear(att_in, L.o, wtype_, nullptr, x_, x_, N, H, Q); !st) return st;
+    // MLP block (one token: norm and SwiGLU run inside the gate/up product).
+    if (N == 1) {
+      if (auto st = linear(x_, L.gate_up, wtype_, nullptr, nullptr, static_cast<float*>(act_), 1, 2 * FF, H,
+                           L.post_norm_w, true);
+          !st)
+        return st;
+    } else {
+      kernels::launch_rms_norm(x_, H, L.post_norm, h_, in_type, N, H, eps, stream_);
+      if (auto st = linear(h_, L.gate_up, wtype_, nullptr, nullptr, gu_, N, 2 * FF, H); !st) return st;
+      kernels::launch_swiglu(gu_, act_, in_type, N, FF, stream_);
+    }
+    if (auto st = linear(act_, L.down, wtype_, nullptr, x_, x_, N, H, FF); !st) return st;
+  }
+  // Final norm of the rows that get logits (one launch when they are consecutive), then lm_head.
+  const bool lm_gemm = R > 1 && !reference_math_;
+  void* normed = lm_gemm ? h_ : static_cast<void*>(sel_);
+  const ElemType normed_type = lm_gemm ? lm_type_ : ElemType::f32;
+  bool consecutive = true;
+  for (int r = 1; r < R; ++r) consecutive &= rows[r] == rows[0] + r;
+  if (consecutive) {
+    kernels::launch_rms_norm(x_ + static_cast<std::size_t>(rows[0]) * H, H, final_norm_, normed, normed_type, R, H, eps,
+                             stream_);
+  } else {
+    const std::size_t es = kernels::elem_size(normed_type);
+    for (int r = 0; r < R; ++r)
+      kernels::launch_rms_norm(x_ + static_cast<std::size_t>(rows[r]) * H, H, final_norm_,
+                               static_cast<std::uint8_t*>(normed) + static_cast<std::size_t>(r) * H * es, normed_type, 1,
+                               H, eps, stream_);
+  }
+  if (auto st = linear(normed, lm_head_, lm_type_, nullptr, nullptr, logits_, R, c.vocab_size, H); !st) return st;
+  if (mode.on) {
+    kernels::SampleArgs s;
+    s.logits = logits_;
+    s.rows = R;
+    s.vocab = c.vocab_size;
+    s.params = static_cast<const kernels::SampleParams*>(sparams_);
+    s.history = hist_;
+    s.history_offsets = meta_ + o.hist_off;
+    s.out_ids = out_ids_;
+    s.workspace = sample_ws_;
+    s.workspace_bytes = sample_ws_bytes_;
+    s.any_penalty = mode.any_penalty;
+    s.all_greedy = mode.all_greedy;
+    s.need_sort = mode.need_sort;
+    s.skip_top_k = !mode.any_top_k;
+    s.skip_top_p = !mode.any_top_p;
+    kernels::launch_sample(s, stream_);
+    CUDA_TRY(cudaGetLastError());
+  }
+  return ok_status();
+}
+
+}  // namespace cosmos

@@ -1,0 +1,56 @@
+// Tensor-core GEMMs for prefill and batches through cuBLASLt:
+//   y[n, rows] (fp32) = x[n, cols] (bf16 or fp16) . W[rows, cols]^T (same type)  (+ y when accumulate)
+// fp32 accumulation and output; `accumulate` adds the residual in place (beta = 1, C = D = y).
+// One GemmLt per stream owner: it holds the cuBLASLt handle, a workspace and the heuristic's
+// choice per shape (looked up once, outside any graph capture).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "kernels/elem_type.cuh"
+
+namespace cosmos::kernels {
+
+class GemmLt {
+ public:
+  GemmLt() = default;
+  ~GemmLt();
+  GemmLt(const GemmLt&) = delete;
+  GemmLt& operator=(const GemmLt&) = delete;
+
+  // workspace: device memory owned by the caller ([workspace_bytes] bytes, 32 MiB recommended).
+  // Returns an empty string or the reason it failed.
+  std::string init(void* workspace, std::size_t workspace_bytes);
+
+  // type: bf16 or f16 (W and x). Returns an empty string or "cublasLt<call>: <status>" on failure.
+  std::string run(const void* w, const void* x, float* y, int n, int rows, int cols, bool accumulate, ElemType type,
+                  cudaStream_t stream);
+
+  // Bytes a product moves at least (W, x, y read/written once), for GB/s.
+  static std::size_t bytes(int n, int rows, int cols, bool accumulate) {
+    return static_cast<std::size_t>(rows) * cols * 2 + static_cast<std::size_t>(n) * cols * 2 +
+           static_cast<std::size_t>(n) * rows * 4 * (accumulate ? 2 : 1);
+  }
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using Key = std::tuple<int, int, int, bool, int>;  // n, rows, cols, accumulate, type
+  std::string plan(const Key& key, Plan& out);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace cosmos::kernels

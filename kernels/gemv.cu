@@ -1,0 +1,393 @@
+#include <algorithm>
+#include <atomic>
+
+#include "kernels/gemv.cuh"
+#include "kernels/pdl.cuh"
+
+namespace cosmos::kernels {
+namespace {
+
+constexpr int kWarps = 8;  // warps per block; each warp computes whole outputs (no cross-warp reduction)
+constexpr int kThreads = kWarps * 32;
+// Kernel shapes (measured on the H200, see tests/gpu/bench_kernels.cu):
+//   x staged in shared memory ("wave" launches with x up to kStageMaxBytes, the hidden size's
+//   14 KB): 8 16-byte weight loads in flight per lane (4 KB per warp; 4 per row of a SwiGLU pair),
+//   <= 64 registers, 4 blocks per SM;
+//   x read through L1 (larger x, such as the down projection's 74 KB, which staged would take L1
+//   space from the loads in flight; and "blocks" launches): 4 loads per row in flight, <= 48
+//   registers and 5 blocks per SM when nothing is fused, else <= 64 registers.
+constexpr int kStageMaxBytes = 16 * 1024;
+template <bool kStage, bool kSwiglu>
+constexpr int kLoads = kStage ? (kSwiglu ? 4 : 8) : 4;
+template <bool kStage, bool kFused>
+constexpr int kMinBlocks = kStage || kFused ? 4 : 5;
+
+GemvTuning g_tuning;
+
+struct Bf16Ops {
+  using T = __nv_bfloat16;
+  // Two packed bf16 (low half first) to two floats: a bf16 is the top half of a float.
+  __device__ static float2 pair(unsigned u) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+  }
+  __device__ static float one(unsigned short u) { return __uint_as_float(static_cast<unsigned>(u) << 16); }
+};
+struct F16Ops {
+  using T = __half;
+  __device__ static float2 pair(unsigned u) {
+    return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(u & 0xffffu))),
+                       __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16))));
+  }
+  __device__ static float one(unsigned short u) { return __half2float(__ushort_as_half(u)); }
+};
+template <typename T>
+struct OpsOf;
+template <>
+struct OpsOf<__nv_bfloat16> {
+  using type = Bf16Ops;
+};
+template <>
+struct OpsOf<__half> {
+  using type = F16Ops;
+};
+
+template <typename T>
+struct Params {
+  const T* w;
+  const float* x;
+  const T* bias;
+  const float* residual;  // may alias y: not restrict
+  float* y;
+  const T* g;  // norm weight
+  float eps;
+  int cols;
+  int outs;         // outputs (rows, or rows / 2 with swiglu)
+  int half;         // swiglu: row offset of the up rows (F); else 0
+  int l2_next;        // prefetch the rows of each warp's next output into L2 (sm_90), see the launcher
+  int early_trigger;  // 1: pdl_launch_dependents() right after pdl_wait(); 0: when the block is done
+};
+
+template <typename Ops>
+__device__ __forceinline__ float ld_elem(const typename Ops::T* p) {
+  return Ops::one(*reinterpret_cast<const unsigned short*>(p));
+}
+
+template <typename Ops>
+__device__ __forceinline__ float dot8(const uint4& w, const float4& a, const float4& b) {
+  const float2 w0 = Ops::pair(w.x), w1 = Ops::pair(w.y), w2 = Ops::pair(w.z), w3 = Ops::pair(w.w);
+  float s0 = w0.x * a.x;
+  s0 = fmaf(w0.y, a.y, s0);
+  s0 = fmaf(w1.x, a.z, s0);
+  s0 = fmaf(w1.y, a.w, s0);
+  float s1 = w2.x * b.x;
+  s1 = fmaf(w2.y, b.y, s1);
+  s1 = fmaf(w3.x, b.z, s1);
+  s1 = fmaf(w3.y, b.w, s1);
+  return s0 + s1;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// 1 / sqrt(mean(x^2) + eps) from each thread's partial sum of squares; every thread gets it.
+// Contains a __syncthreads(): call from all threads of the block.
+__device__ __forceinline__ float block_inv_rms(float ss, int cols, float eps) {
+  __shared__ float red[kWarps];
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kWarps; ++k) total += red[k];
+  return 1.0f / sqrtf(total / static_cast<float>(cols) + eps);
+}
+
+// Lane 0's epilogue for output `o`: a0 is the full dot product of row o, a1 of row o + half (swiglu).
+template <typename Ops, bool kSwiglu>
+__device__ __forceinline__ void finish(const Params<typename Ops::T>& p, int o, float a0, float a1) {
+  float v;
+  if constexpr (kSwiglu) {
+    float gate = a0, up = a1;
+    if (p.bias) {
+      gate += ld_elem<Ops>(p.bias + o);
+      up += ld_elem<Ops>(p.bias + o + p.half);
+    }
+    v = gate / (1.0f + expf(-gate)) * up;
+  } else {
+    v = a0;
+    if (p.bias) v += ld_elem<Ops>(p.bias + o);
+  }
+  if (p.residual) v += __ldcg(p.residual + o);
+  p.y[o] = v;
+}
+
+// Vector path: cols % 8 == 0, w / x / g 16-byte aligned. Each warp computes whole outputs: lane l
+// reads the 16-byte weight vectors l, l + 32, ... of its row(s), kU of them per step, and the
+// matching 8 x values. kStage: x (normalized when kNorm) is first copied into shared memory, split
+// into the low and high 4 floats of each 8-column group so the lanes' 16-byte reads don't conflict.
+template <typename Ops, bool kNorm, bool kSwiglu, bool kStage>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>)
+    gemv_vec(const Params<typename Ops::T> p) {
+  constexpr int kR = kSwiglu ? 2 : 1;          // weight rows per output
+  constexpr int kU = kLoads<kStage, kSwiglu>;  // 16-byte loads per row per step
+  constexpr int kStep = 32 * kU;               // 16-byte vectors per row per step
+  extern __shared__ float4 xs[];               // kStage: [2 * vecs]
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int vecs = p.cols >> 3;
+  // Outputs are dealt to blocks round-robin (block b gets b, b + grid, ...: equal counts within 1)
+  // and, within a block, to its warps in turn.
+  const int stride = gridDim.x * kWarps;
+  int o = blockIdx.x + gridDim.x * warp;
+
+  uint4 w[kR][kU];
+  auto load = [&](int out, int s) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const uint4* row = reinterpret_cast<const uint4*>(p.w + static_cast<std::size_t>(out + r * p.half) * p.cols);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int i = s + lane + 32 * u;
+        w[r][u] = i < vecs ? __ldcs(row + i) : make_uint4(0u, 0u, 0u, 0u);  // streamed once: evict-first
+      }
+    }
+  };
+
+  // Weights are immutable: the first step's loads go out before waiting on the previous kernel, so
+  // they overlap its tail (and this kernel's own launch ramp).
+  if (o < p.outs) load(o, 0);
+  pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
+  if (p.early_trigger) pdl_launch_dependents();
+
+  const float4* x4 = reinterpret_cast<const float4*>(p.x);
+  float inv = 1.0f;
+  if constexpr (kNorm || kStage) {
+    const int n4 = p.cols >> 2;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n4; i += kThreads) {
+      const float4 v = kStage ? __ldcg(x4 + i) : x4[i];  // staged: read once, keep it out of L1
+      if constexpr (kNorm) ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      if constexpr (kStage) xs[(i & 1) * vecs + (i >> 1)] = v;
+    }
+    if constexpr (kNorm) {
+      inv = block_inv_rms(ss, p.cols, p.eps);
+      if constexpr (kStage) {
+        // Each thread rescales the elements it staged itself: no barrier needed in between.
+        const uint2* g2 = reinterpret_cast<const uint2*>(p.g);
+        for (int i = threadIdx.x; i < n4; i += kThreads) {
+          float4& v = xs[(i & 1) * vecs + (i >> 1)];
+          const uint2 gb = __ldg(g2 + i);
+          const float2 g0 = Ops::pair(gb.x), g1 = Ops::pair(gb.y);
+          v = make_float4(g0.x * (v.x * inv), g0.y * (v.y * inv), g1.x * (v.z * inv), g1.y * (v.w * inv));
+        }
+      }
+    }
+    if constexpr (kStage) __syncthreads();
+  }
+
+  // x values for 16-byte weight vector i (columns 8i .. 8i+7).
+  auto xval = [&](int i, float4& a, float4& b) {
+    if constexpr (kStage) {
+      a = xs[i];
+      b = xs[vecs + i];
+    } else {
+      a = x4[2 * i];
+      b = x4[2 * i + 1];
+      if constexpr (kNorm) {
+        const uint4 gv = __ldg(reinterpret_cast<const uint4*>(p.g) + i);
+        const float2 g0 = Ops::pair(gv.x), g1 = Ops::pair(gv.y), g2 = Ops::pair(gv.z), g3 = Ops::pair(gv.w);
+        a = make_float4(g0.x * (a.x * inv), g0.y * (a.y * inv), g1.x * (a.z * inv), g1.y * (a.w * inv));
+        b = make_float4(g2.x * (b.x * inv), g2.y * (b.y * inv), g3.x * (b.z * inv), g3.y * (b.w * inv));
+      }
+    }
+  };
+
+  for (; o < p.outs; o += stride) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (p.l2_next && lane == 0 && o + stride < p.outs) {
+      const unsigned row_bytes = static_cast<unsigned>(p.cols) * sizeof(typename Ops::T);  // a multiple of 16
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const typename Ops::T* row = p.w + static_cast<std::size_t>(o + stride + r * p.half) * p.cols;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(row_bytes) : "memory");
+      }
+    }
+#endif
+    float acc[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+    for (int s = 0;;) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int i = s + lane + 32 * u;
+        if (i < vecs) {
+          float4 a, b;
+          xval(i, a, b);
+#pragma unroll
+          for (int r = 0; r < kR; ++r) acc[r] += dot8<Ops>(w[r][u], a, b);
+        }
+      }
+      s += kStep;
+      if (s >= vecs) break;
+      load(o, s);
+    }
+    if (o + stride < p.outs) load(o + stride, 0);  // next output's first step, before the reduction
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
+    if (lane == 0) finish<Ops, kSwiglu>(p, o, acc[0], acc[kR - 1]);
+  }
+  if (!p.early_trigger) pdl_launch_dependents();
+}
+
+// Any cols and alignment: one element per lane per step.
+template <typename Ops, bool kNorm, bool kSwiglu>
+__global__ void __launch_bounds__(kThreads) gemv_scalar(const Params<typename Ops::T> p) {
+  constexpr int kR = kSwiglu ? 2 : 1;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  pdl_wait();
+  pdl_launch_dependents();
+  float inv = 1.0f;
+  if constexpr (kNorm) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < p.cols; i += kThreads) {
+      const float v = p.x[i];
+      ss += v * v;
+    }
+    inv = block_inv_rms(ss, p.cols, p.eps);
+  }
+  for (int o = blockIdx.x + gridDim.x * warp; o < p.outs; o += gridDim.x * kWarps) {
+    const unsigned short* row[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+      row[r] = reinterpret_cast<const unsigned short*>(p.w + static_cast<std::size_t>(o + r * p.half) * p.cols);
+    float acc[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+#pragma unroll 4
+    for (int c = lane; c < p.cols; c += 32) {
+      float xv = p.x[c];
+      if constexpr (kNorm) xv = ld_elem<Ops>(p.g + c) * (xv * inv);
+#pragma unroll
+      for (int r = 0; r < kR; ++r) acc[r] = fmaf(Ops::one(__ldcs(row[r] + c)), xv, acc[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
+    if (lane == 0) finish<Ops, kSwiglu>(p, o, acc[0], acc[kR - 1]);
+  }
+}
+
+template <typename T>
+using KernelFn = void (*)(Params<T>);
+
+template <typename Ops, bool kNorm, bool kSwiglu>
+KernelFn<typename Ops::T> pick(bool vec, bool stage) {
+  if (!vec) return gemv_scalar<Ops, kNorm, kSwiglu>;
+  return stage ? gemv_vec<Ops, kNorm, kSwiglu, true> : gemv_vec<Ops, kNorm, kSwiglu, false>;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// SM count and opt-in shared memory per block of the current device, queried once per device.
+struct DeviceShape {
+  int sms = 1, smem_optin = 48 * 1024;
+};
+DeviceShape device_shape() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices][2];  // 0 = not queried yet; benign race: same values
+  int device = 0;
+  cudaGetDevice(&device);
+  DeviceShape d;
+  if (device >= 0 && device < kMaxDevices && cache[device][0].load() > 0) {
+    d.sms = cache[device][0].load();
+    d.smem_optin = cache[device][1].load();
+    return d;
+  }
+  int sms = 0, smem = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0) d.sms = sms;
+  if (cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess && smem > 0)
+    d.smem_optin = smem;
+  if (device >= 0 && device < kMaxDevices) {
+    cache[device][1].store(d.smem_optin);
+    cache[device][0].store(d.sms);
+  }
+  return d;
+}
+
+}  // namespace
+
+void set_gemv_tuning(const GemvTuning& t) { g_tuning = t; }
+
+template <typename T>
+std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
+  using Ops = typename OpsOf<T>::type;
+  if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return 0;
+  const bool norm = a.norm_weight != nullptr;
+  const int outs = a.swiglu ? a.rows / 2 : a.rows;
+
+  const DeviceShape dev = device_shape();
+
+  const bool vec = a.cols % 8 == 0 && aligned16(a.w) && aligned16(a.x) && (!norm || aligned16(a.norm_weight));
+  // Two launch shapes. "wave" (the default): exactly as many blocks as fit on the GPU at once
+  // (SMs x occupancy), outputs dealt round-robin, so every SM gets the same number of blocks and of
+  // outputs (within one), also under PDL where the blocks are placed early, one by one, into the
+  // room the previous kernel leaves; x is staged and the norm computed once per block. "blocks":
+  // one output per warp and as many blocks as that takes, the hardware dealing blocks to SMs as
+  // they free up; each block pays the x / norm prologue. Measured on the H200 decode chain: wave
+  // 3706 us, blocks 4000 us.
+  const bool wave = g_tuning.wave != 0;
+  const std::size_t stage_bytes = static_cast<std::size_t>(a.cols) * sizeof(float);
+  const std::size_t stage_max = g_tuning.stage_max_bytes > 0 ? static_cast<std::size_t>(g_tuning.stage_max_bytes)
+                                                             : static_cast<std::size_t>(kStageMaxBytes);
+  const bool stage = vec && wave && stage_bytes <= std::min(stage_max, static_cast<std::size_t>(dev.smem_optin)) &&
+                     (norm || g_tuning.stage_plain != 0);
+  const std::size_t smem = stage ? stage_bytes : 0;
+
+  KernelFn<T> kernel = nullptr;
+  if (norm) {
+    kernel = a.swiglu ? pick<Ops, true, true>(vec, stage) : pick<Ops, true, false>(vec, stage);
+  } else {
+    kernel = a.swiglu ? pick<Ops, false, true>(vec, stage) : pick<Ops, false, false>(vec, stage);
+  }
+  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+
+  unsigned blocks = static_cast<unsigned>((outs + kWarps - 1) / kWarps);
+  if (wave) {
+    int occ = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, kThreads, smem) != cudaSuccess || occ <= 0) occ = 1;
+    if (g_tuning.blocks_per_sm > 0) occ = std::min(occ, g_tuning.blocks_per_sm);
+    blocks = static_cast<unsigned>(std::min<long long>(static_cast<long long>(dev.sms) * occ, outs));
+  }
+
+  Params<T> p{};
+  p.w = a.w;
+  p.x = a.x;
+  p.bias = a.bias;
+  p.residual = a.residual;
+  p.y = a.y;
+  p.g = a.norm_weight;
+  p.eps = a.norm_eps;
+  p.cols = a.cols;
+  p.outs = outs;
+  p.half = a.swiglu ? outs : 0;
+  // When most warps have one output and some two (the q/k/v projection: 4608 rows for 4224 warps),
+  // the second rows would stream at the pace of a few warps per SM after the rest are done: fetch
+  // them into L2 up front instead (at most one row per warp, a few MB).
+  const long long warps = static_cast<long long>(blocks) * kWarps;
+  p.l2_next = g_tuning.l2_next >= 0 ? g_tuning.l2_next : (outs > warps && outs <= 2 * warps ? 1 : 0);
+  p.early_trigger = g_tuning.early_trigger >= 0 ? g_tuning.early_trigger : 1;
+  (void)launch_pdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, p);
+
+  const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
+                    n = static_cast<std::size_t>(outs);
+  return r * c * sizeof(T) + c * 4 + (norm ? c * sizeof(T) : 0) + (a.bias ? r * sizeof(T) : 0) +
+         (a.residual ? n * 4 : 0) + n * 4;
+}
+
+template std::size_t launch_gemv<__nv_bfloat16>(const GemvArgsT<__nv_bfloat16>&, cudaStream_t);
+template std::size_t launch_gemv<__half>(const GemvArgsT<__half>&, cudaStream_t);
+
+}  // namespace cosmos::kernels

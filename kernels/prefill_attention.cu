@@ -1,0 +1,317 @@
+#include "kernels/prefill_attention.cuh"
+
+#include <cmath>
+
+#include "kernels/pdl.cuh"
+
+namespace cosmos::kernels {
+namespace {
+
+// Block: 4 warps, 64 query rows (warp w owns rows 16w .. 16w + 15) of one (sequence, query head).
+// Shared memory: the Q tile (64 rows x D), one K tile and one V tile (64 keys x D), bf16: 48 KB for
+// D = 128, 24 KB for D = 64 (static, no opt-in). Q is read from shared memory at each k step rather
+// than held in registers: that keeps the kernel at ~166 registers, 3 blocks (12 warps) per SM, which
+// measured faster on an H200 than Q in registers at 216 registers and 2 blocks per SM. Rows of 16-byte
+// chunks are XOR-swizzled with (row & 7) so that ldmatrix (8 rows, one chunk each) and the output
+// staging stores are free of bank conflicts.
+//
+// Pipeline (one barrier pair per key tile): the V tile's copy runs under S = Q K^T and the softmax,
+// the next K tile's copy under O += P V.
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kBM = kPrefillAttentionTileQ;
+constexpr int kBN = kPrefillAttentionTileKv;
+static_assert(kBM == 16 * kWarps, "one m16 row slab per warp");
+static_assert(kBN % 16 == 0, "key tiles are whole k16 steps");
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Byte offset of 16-byte chunk c (elements 8c .. 8c + 7) of row r in a [rows][D] bf16 tile.
+template <int D>
+__device__ __forceinline__ unsigned tile_offset(int r, int c) {
+  return static_cast<unsigned>(r * (D * 2) + ((c ^ (r & 7)) << 4));
+}
+
+// 16-byte global -> shared copy; with valid == false it reads nothing and writes zeros.
+__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
+                                                  unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+
+// c (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {  // 2^x; -inf gives 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+
+// Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4 * g + t. A: a[0] = (row g, cols 2t, 2t+1),
+// a[1] = (row g + 8, same cols), a[2] = (row g, cols 2t + 8, +9), a[3] = (row g + 8, cols 2t + 8, +9).
+// B: b0 = (k 2t, 2t+1; n g), b1 = (k 2t + 8, +9; n g). C: c[0..1] = (row g, cols 2t, 2t+1),
+// c[2..3] = (row g + 8, same cols).
+template <int D>
+__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAttentionArgs a) {
+  constexpr int kChunks = D / 8;                             // 16-byte chunks per row
+  constexpr int kTileBytes = kBN * D * 2;                    // one K or V tile (= the Q tile)
+  constexpr int kRowsPerThread = kBN * kChunks / kThreads;  // tile rows each thread copies
+  static_assert(kBM == kBN, "the Q, K, V and output tiles share one shape");
+  static_assert(kThreads % kChunks == 0 && kRowsPerThread * kThreads == kBN * kChunks, "whole rows per pass");
+  __shared__ __align__(128) unsigned char smem[3 * kTileBytes];
+  const unsigned sK = smem_u32(smem), sV = sK + kTileBytes, sQ = sV + kTileBytes;
+
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const int head = blockIdx.x, seq = blockIdx.z;
+  const int r0 = (gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest (last) query tiles are scheduled first
+  const int q_len = a.q_len[seq];
+  if (r0 >= q_len) return;
+  const int q_start = a.q_start[seq], ctx = a.ctx_start[seq];
+  const int rows = min(kBM, q_len - r0);
+  const int kv_end = ctx + r0 + rows;  // keys 0 .. kv_end - 1 are visible to some row of this tile
+  const int n_kt = (kv_end + kBN - 1) / kBN;
+  const int kvh = head / (a.heads / a.kv_heads);
+  const std::int32_t* table = a.block_tables + a.table_offset[seq];
+  const int bs = a.block_size;
+  const int bs_shift = __popc(bs) == 1 ? __ffs(bs) - 1 : -1;
+  const std::size_t kv_stride = static_cast<std::size_t>(a.kv_heads) * D;  // elements per cache slot
+  const __nv_bfloat16* k_head = a.k_cache + static_cast<std::size_t>(kvh) * D;
+  const __nv_bfloat16* v_head = a.v_cache + static_cast<std::size_t>(kvh) * D;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int copy_row = tid / kChunks, copy_chunk = tid % kChunks;  // this thread copies rows copy_row + i * step
+  constexpr int kCopyRowStep = kThreads / kChunks;
+
+  // Q tile (rows past q_len are zero).
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int r = copy_row + i * kCopyRowStep;
+    const bool valid = r < rows;
+    const __nv_bfloat16* src =
+        a.q + (static_cast<std::size_t>(q_start + r0 + (valid ? r : 0)) * a.heads + head) * D + copy_chunk * 8;
+    cp_async_16(sQ + tile_offset<D>(r, copy_chunk), src, valid);
+  }
+  cp_async_commit();
+
+  // Cache slots of this thread's rows of key tile kt (-1 past kv_end); reused for its V tile.
+  int slot[kRowsPerThread];
+  auto find_slots = [&](int kt) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int key = kt * kBN + copy_row + i * kCopyRowStep;
+      int s = -1;
+      if (key < kv_end) {
+        const int blk = bs_shift >= 0 ? key >> bs_shift : key / bs;
+        const int off = bs_shift >= 0 ? key & (bs - 1) : key % bs;
+        s = __ldg(table + blk) * bs + off;
+      }
+      slot[i] = s;
+    }
+  };
+  auto load_tile = [&](unsigned dst, const __nv_bfloat16* base) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int r = copy_row + i * kCopyRowStep;
+      const bool valid = slot[i] >= 0;
+      const __nv_bfloat16* src = base + (valid ? static_cast<std::size_t>(slot[i]) * kv_stride : 0) + copy_chunk * 8;
+      cp_async_16(dst + tile_offset<D>(r, copy_chunk), src, valid);
+    }
+  };
+
+  find_slots(0);
+  load_tile(sK, k_head);
+  cp_async_commit();
+
+  const int g = lane >> 2, t = lane & 3;
+  const int lim0 = ctx + r0 + warp * 16 + g;  // last key visible to row g of this warp's slab (row g + 8: lim0 + 8)
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+  float o[D / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores of rows g, g + 8
+  float l[2] = {0.0f, 0.0f};            // running sum of this lane's probabilities (quad-reduced at the end)
+
+  for (int kt = 0; kt < n_kt; ++kt) {
+    cp_async_wait<0>();  // K tile kt (and, first, the Q tile) has landed
+    __syncthreads();     // ... for every thread; and everyone is done reading V tile kt - 1
+    load_tile(sV, v_head);
+    cp_async_commit();
+
+    // S = Q K^T: 16 rows x 64 keys per warp.
+    float s[kBN / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      unsigned qf[4];  // A fragment: this warp's 16 rows, dims 16 ks .. 16 ks + 15
+      ldmatrix_x4(sQ + tile_offset<D>(warp * 16 + (lane & 15), ks * 2 + (lane >> 4)), qf[0], qf[1], qf[2], qf[3]);
+#pragma unroll
+      for (int np = 0; np < kBN / 16; ++np) {
+        // Matrices: keys +0..7 dims +0..7 | keys +0..7 dims +8..15 | keys +8..15 dims +0..7 | keys +8..15 dims +8..15.
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4(sK + tile_offset<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)), b0, b1,
+                    b2, b3);
+        mma_bf16(s[2 * np], qf, b0, b1);
+        mma_bf16(s[2 * np + 1], qf, b2, b3);
+      }
+    }
+
+    // Causal mask, only on tiles that reach past the first row's limit (keys >= kv_end are past every
+    // valid row's limit too; the zero rows past q_len are never stored).
+    const int k0 = kt * kBN;
+    if (k0 + kBN - 1 > ctx + r0) {
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + nt * 8 + 2 * t + (e & 1);
+          if (key > lim0 + (e >= 2 ? 8 : 0)) s[nt][e] = -INFINITY;
+        }
+      }
+    }
+
+    // Online softmax (base 2): p = 2^(s * scale_log2 - m * scale_log2).
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+    }
+    float msc[2], corr[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      msc[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale_log2;  // a row with no visible key yet keeps p = 0
+      corr[i] = fast_exp2(m[i] * scale_log2 - msc[i]);          // m = -inf (first tile): 0
+      m[i] = mx[i];
+      l[i] *= corr[i];
+    }
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      o[dt][0] *= corr[0];
+      o[dt][1] *= corr[0];
+      o[dt][2] *= corr[1];
+      o[dt][3] *= corr[1];
+    }
+    // P as bf16 A fragments: key chunk kk (16 keys) = score tiles 2kk (a[0], a[1]) and 2kk + 1 (a[2], a[3]).
+    unsigned p[kBN / 16][4];
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+      const float p0 = fast_exp2(fmaf(s[nt][0], scale_log2, -msc[0]));
+      const float p1 = fast_exp2(fmaf(s[nt][1], scale_log2, -msc[0]));
+      const float p2 = fast_exp2(fmaf(s[nt][2], scale_log2, -msc[1]));
+      const float p3 = fast_exp2(fmaf(s[nt][3], scale_log2, -msc[1]));
+      l[0] += p0 + p1;
+      l[1] += p2 + p3;
+      p[nt / 2][(nt % 2) * 2] = pack_bf16(p0, p1);
+      p[nt / 2][(nt % 2) * 2 + 1] = pack_bf16(p2, p3);
+    }
+
+    cp_async_wait<0>();  // V tile kt has landed
+    __syncthreads();     // ... for every thread; and everyone is done reading K tile kt
+    if (kt + 1 < n_kt) {
+      find_slots(kt + 1);
+      load_tile(sK, k_head);
+      cp_async_commit();
+    }
+
+    // O += P V: V is [key][dim] in shared memory, read transposed into col-major B fragments.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        // Matrices: keys +0..7 dims +0..7 | keys +8..15 dims +0..7 | keys +0..7 dims +8..15 | keys +8..15 dims +8..15.
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4_trans(sV + tile_offset<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)),
+                          b0, b1, b2, b3);
+        mma_bf16(o[2 * dp], p[kk], b0, b1);
+        mma_bf16(o[2 * dp + 1], p[kk], b2, b3);
+      }
+    }
+  }
+
+  // Normalize, stage the bf16 output tile in the Q buffer, then 16-byte coalesced stores.
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    inv[i] = 1.0f / l[i];  // > 0: key 0 is visible to every row
+  }
+  __syncthreads();  // everyone is done reading Q (no copies are in flight)
+  const int orow = warp * 16 + g;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    const unsigned lo = pack_bf16(o[dt][0] * inv[0], o[dt][1] * inv[0]);
+    const unsigned hi = pack_bf16(o[dt][2] * inv[1], o[dt][3] * inv[1]);
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sQ + tile_offset<D>(orow, dt) + t * 4), "r"(lo) : "memory");
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sQ + tile_offset<D>(orow + 8, dt) + t * 4), "r"(hi) : "memory");
+  }
+  __syncthreads();
+  const unsigned char* staged = smem + 2 * kTileBytes;
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int r = copy_row + i * kCopyRowStep;
+    if (r < rows) {
+      const uint4 v = *reinterpret_cast<const uint4*>(staged + tile_offset<D>(r, copy_chunk));
+      *reinterpret_cast<uint4*>(a.out + (static_cast<std::size_t>(q_start + r0 + r) * a.heads + head) * D +
+                                copy_chunk * 8) = v;
+    }
+  }
+}
+
+}  // namespace
+
+bool prefill_attention_supports(int heads, int kv_heads, int head_dim) {
+  return (head_dim == 64 || head_dim == 128) && heads > 0 && kv_heads > 0 && heads % kv_heads == 0;
+}
+
+std::size_t launch_prefill_attention(const PrefillAttentionArgs& a, cudaStream_t stream) {
+  if (a.seqs <= 0 || a.max_q_len <= 0 || a.block_size <= 0 ||
+      !prefill_attention_supports(a.heads, a.kv_heads, a.head_dim))
+    return 0;
+  const dim3 grid(a.heads, (a.max_q_len + kBM - 1) / kBM, a.seqs);
+  if (a.head_dim == 128) {
+    launch_pdl(prefill_attention_kernel<128>, grid, dim3(kThreads), 0, stream, a);
+  } else {
+    launch_pdl(prefill_attention_kernel<64>, grid, dim3(kThreads), 0, stream, a);
+  }
+  const std::size_t kv_len = a.max_kv_len > 0 ? a.max_kv_len : a.max_q_len;
+  return static_cast<std::size_t>(a.n) * a.heads * a.head_dim * 2 * 2 +
+         static_cast<std::size_t>(a.seqs) * a.kv_heads * kv_len * a.head_dim * 2 * 2;
+}
+
+}  // namespace cosmos::kernels

@@ -1,0 +1,49 @@
+// Causal prefill attention on tensor cores (flash-attention 2 style) over the paged bf16 KV cache.
+// One block of 4 warps takes 64 query rows of one (sequence, query head); it walks the key tiles of
+// 64 up to the causal limit: S = Q K^T and O += P V with mma.sync m16n8k16 bf16 (fp32 accumulate),
+// online softmax in fp32, K/V tiles gathered through the block table into shared memory with
+// cp.async. No score matrix is materialized, nothing is allocated, the launch is graph-capturable.
+// Token j (0-based, among the sequence's new tokens) attends cache indices 0 .. ctx_start + j.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace cosmos::kernels {
+
+struct PrefillAttentionArgs {
+  const __nv_bfloat16* q = nullptr;        // [n, heads, head_dim] bf16 (roped)
+  const __nv_bfloat16* k_cache = nullptr;  // [slots, kv_heads, head_dim] bf16, this layer (new tokens written)
+  const __nv_bfloat16* v_cache = nullptr;  // same shape
+  const std::int32_t* block_tables = nullptr;  // flat int32; sequence s's table starts at table_offset[s]
+  // Per sequence s, in device memory (int32 [seqs] each):
+  const std::int32_t* table_offset = nullptr;  // start of its block table in block_tables
+  const std::int32_t* q_start = nullptr;       // its first row in q / out
+  const std::int32_t* q_len = nullptr;         // its new tokens (rows q_start .. q_start + q_len - 1)
+  const std::int32_t* ctx_start = nullptr;     // cache index of its first new token (tokens cached before)
+  __nv_bfloat16* out = nullptr;            // [n, heads, head_dim] bf16; only the sequences' rows are written
+  int seqs = 0, heads = 0, kv_heads = 0, head_dim = 0, block_size = 16;
+  int n = 0;           // rows of q / out (only for the bytes estimate)
+  int max_q_len = 0;   // >= every q_len[s]: sizes the grid (tiles past a sequence's q_len exit at once)
+  int max_kv_len = 0;  // largest ctx_start + q_len (only for the bytes estimate; 0: max_q_len)
+  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+};
+
+inline constexpr int kPrefillAttentionTileQ = 64;   // query rows per block (16 per warp)
+inline constexpr int kPrefillAttentionTileKv = 64;  // keys per shared-memory tile
+
+// True when this kernel handles the shape: head_dim 64 or 128, heads a multiple of kv_heads.
+bool prefill_attention_supports(int heads, int kv_heads, int head_dim);
+
+// Grid (heads, max_q_len / 64 rounded up, seqs), 128 threads, 48 KB static shared memory for
+// head_dim 128 (24 KB for 64). Requirements: q, k_cache, v_cache and out 16-byte aligned; sm_80 or
+// newer; block_size > 0 (a power of two is faster); seqs <= 65535. An unsupported shape launches
+// nothing and returns 0. Launched with launch_pdl (kernels/pdl.cuh). Returns bytes moved: q + out
+// once, plus K and V of max_kv_len keys per (sequence, KV head) once (the repeated reads of a tile by
+// the blocks of other query tiles and of the GQA group's heads are served by L2 and not counted).
+std::size_t launch_prefill_attention(const PrefillAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace cosmos::kernels
