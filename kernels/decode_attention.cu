@@ -163,26 +163,44 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionArg
   __syncthreads();
   if (!last_flag) return;
   __threadfence();
+  // Merge: lanes read the splits' (m, l) in parallel (splits lane and lane + 32), the weights go to
+  // shared memory, then every lane sums its dims over the splits with independent loads in flight.
+  __shared__ float sw[kMaxGroup][kSplits];
+  static_assert(kSplits <= 64, "two splits per lane");
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int g = warp + h * kWarps;
     if (g >= G) break;
     const float* base = partial + (static_cast<std::size_t>(t) * a.heads + kvh * G + g) * kSplits * (D + 2);
-    float mm = -FLT_MAX;
-    for (int s = 0; s < active; ++s) mm = fmaxf(mm, __ldcg(base + s * (D + 2)));
-    float ll = 0.0f, o[D / 32];
+    const int s0 = lane, s1 = lane + 32;
+    const float m0 = s0 < active ? __ldcg(base + s0 * (D + 2)) : -FLT_MAX;
+    const float m1 = s1 < active ? __ldcg(base + s1 * (D + 2)) : -FLT_MAX;
+    const float l0 = s0 < active ? __ldcg(base + s0 * (D + 2) + 1) : 0.0f;
+    const float l1 = s1 < active ? __ldcg(base + s1 * (D + 2) + 1) : 0.0f;
+    float mm = fmaxf(m0, m1);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, off));
+    const float w0 = s0 < active ? expf(m0 - mm) : 0.0f, w1 = s1 < active ? expf(m1 - mm) : 0.0f;
+    float ll = l0 * w0 + l1 * w1;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, off);
+    if (s0 < active) sw[g][s0] = w0;
+    if (s1 < active) sw[g][s1] = w1;
+    __syncwarp();
+    float o[D / 32];
 #pragma unroll
     for (int k = 0; k < D / 32; ++k) o[k] = 0.0f;
+#pragma unroll 8
     for (int s = 0; s < active; ++s) {
-      const float* p = base + s * (D + 2);
-      const float w = expf(__ldcg(p) - mm);
-      ll += __ldcg(p + 1) * w;
+      const float* p = base + s * (D + 2) + 2 + lane;
+      const float w = sw[g][s];
 #pragma unroll
-      for (int k = 0; k < D / 32; ++k) o[k] += __ldcg(p + 2 + lane + 32 * k) * w;
+      for (int k = 0; k < D / 32; ++k) o[k] += __ldcg(p + 32 * k) * w;
     }
     Out* out = static_cast<Out*>(a.out) + (static_cast<std::size_t>(t) * a.heads + kvh * G + g) * D;
+    const float inv = 1.0f / ll;
 #pragma unroll
-    for (int k = 0; k < D / 32; ++k) store_elem(out, lane + 32 * k, o[k] / ll);
+    for (int k = 0; k < D / 32; ++k) store_elem(out, lane + 32 * k, o[k] * inv);
   }
 }
 

@@ -2,31 +2,31 @@
 
 #include "kernels/pdl.cuh"
 
+#include <algorithm>
+
 namespace cosmos::kernels {
 namespace {
 
+// Block (token t, head): q heads first, then k heads; thread i rotates the pair (i, i + half). The
+// blocks of k heads also copy that KV head's v row into the cache.
 template <typename QT, typename KVT>
 __global__ void rope_kv_kernel(RopeKvArgs a) {
   pdl_wait();
   pdl_launch_dependents();
-  const int t = blockIdx.x;
+  const int t = blockIdx.x, head = blockIdx.y;
   const int half = a.head_dim / 2;
   const int qd = a.heads * a.head_dim, kvd = a.kv_heads * a.head_dim;
   const float* row = a.qkv + static_cast<std::size_t>(t) * (qd + 2 * kvd);
   const float* bias = a.bias;
   const std::int32_t* pos = a.positions + 3 * t;
-  QT* qo = static_cast<QT*>(a.q) + static_cast<std::size_t>(t) * qd;
+  const bool is_q = head < a.heads;
+  const int off = is_q ? head * a.head_dim : qd + (head - a.heads) * a.head_dim;
   KVT* ko = static_cast<KVT*>(a.k_cache) + static_cast<std::size_t>(a.slots[t]) * kvd;
-  KVT* vo = static_cast<KVT*>(a.v_cache) + static_cast<std::size_t>(a.slots[t]) * kvd;
-  // Pairs (head, i) for q heads then k heads: x[i], x[i + half] rotate together.
-  const int pairs = (a.heads + a.kv_heads) * half;
-  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-    const int head = p / half, i = p % half;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const int which = i < a.section0 ? 0 : (i < a.section0 + a.section1 ? 1 : 2);
     const float f = static_cast<float>(pos[which]) * a.inv_freq[i];
-    const float c = cosf(f), s = sinf(f);
-    const bool is_q = head < a.heads;
-    const int off = is_q ? head * a.head_dim : qd + (head - a.heads) * a.head_dim;
+    float s, c;
+    sincosf(f, &s, &c);
     float x1 = row[off + i], x2 = row[off + i + half];
     if (bias) {
       x1 += bias[off + i];
@@ -34,23 +34,31 @@ __global__ void rope_kv_kernel(RopeKvArgs a) {
     }
     const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
     if (is_q) {
-      store_elem(qo, head * a.head_dim + i, y1);
-      store_elem(qo, head * a.head_dim + i + half, y2);
+      QT* qo = static_cast<QT*>(a.q) + static_cast<std::size_t>(t) * qd + head * a.head_dim;
+      store_elem(qo, i, y1);
+      store_elem(qo, i + half, y2);
     } else {
-      store_elem(ko, (head - a.heads) * a.head_dim + i, y1);
-      store_elem(ko, (head - a.heads) * a.head_dim + i + half, y2);
+      KVT* kh = ko + (head - a.heads) * a.head_dim;
+      store_elem(kh, i, y1);
+      store_elem(kh, i + half, y2);
     }
   }
-  for (int i = threadIdx.x; i < kvd; i += blockDim.x)
-    store_elem(vo, i, row[qd + kvd + i] + (bias ? bias[qd + kvd + i] : 0.0f));
+  if (!is_q) {
+    const int kvh = head - a.heads;
+    KVT* vo = static_cast<KVT*>(a.v_cache) + static_cast<std::size_t>(a.slots[t]) * kvd + kvh * a.head_dim;
+    const int vo_off = qd + kvd + kvh * a.head_dim;
+    for (int i = threadIdx.x; i < a.head_dim; i += blockDim.x)
+      store_elem(vo, i, row[vo_off + i] + (bias ? bias[vo_off + i] : 0.0f));
+  }
 }
 
 template <typename QT>
 void launch_q(const RopeKvArgs& a, cudaStream_t stream) {
+  const unsigned threads = static_cast<unsigned>(std::min(std::max(a.head_dim / 2, 32), 256));
   if (a.kv_type == ElemType::bf16)
-    launch_pdl(rope_kv_kernel<QT, __nv_bfloat16>, a.n, 128, 0, stream, a);
+    launch_pdl(rope_kv_kernel<QT, __nv_bfloat16>, dim3(a.n, a.heads + a.kv_heads), threads, 0, stream, a);
   else
-    launch_pdl(rope_kv_kernel<QT, float>, a.n, 128, 0, stream, a);
+    launch_pdl(rope_kv_kernel<QT, float>, dim3(a.n, a.heads + a.kv_heads), threads, 0, stream, a);
 }
 
 }  // namespace

@@ -55,7 +55,9 @@ sanitize_status="not run"
 if [ $sanitize = 1 ]; then
   # compute-sanitizer memcheck over the GPU tests (kernels and the CUDA backend on the tiny model).
   sanitize_status="clean"
+  # COSMOS_SANITIZE="test_gpu_a test_gpu_b" limits it to those binaries (default: every test_gpu_*).
   for t in "$bin"/test_gpu_*; do
+    if [ -n "${COSMOS_SANITIZE:-}" ] && [[ " $COSMOS_SANITIZE " != *" $(basename "$t") "* ]]; then continue; fi
     compute-sanitizer --tool memcheck "$t" > "$LOGS/san_$(basename "$t").txt" 2>&1
     grep -q "ERROR SUMMARY: 0 errors" "$LOGS/san_$(basename "$t").txt" || sanitize_status="ERRORS in $(basename "$t")"
     grep -E "ERROR SUMMARY|Invalid" "$LOGS/san_$(basename "$t").txt" | head -5 >> "$OUT/tests.log"

@@ -185,23 +185,31 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     }
     if (auto st = linear(act_, L.down, wtype_, nullptr, x_, x_, N, H, FF); !st) return st;
   }
-  // Final norm of the rows that get logits (one launch when they are consecutive), then lm_head.
-  const bool lm_gemm = R > 1 && !reference_math_;
-  void* normed = lm_gemm ? h_ : static_cast<void*>(sel_);
-  const ElemType normed_type = lm_gemm ? lm_type_ : ElemType::f32;
-  bool consecutive = true;
-  for (int r = 1; r < R; ++r) consecutive &= rows[r] == rows[0] + r;
-  if (consecutive) {
-    kernels::launch_rms_norm(x_ + static_cast<std::size_t>(rows[0]) * H, H, final_norm_, normed, normed_type, R, H, eps,
-                             stream_);
+  // Final norm of the rows that get logits, then lm_head. One row with a bf16 lm_head: the norm
+  // runs inside the gemv; else a norm launch (one when the rows are consecutive) first.
+  if (R == 1 && lm_type_ == ElemType::bf16) {
+    if (auto st = linear(x_ + static_cast<std::size_t>(rows[0]) * H, lm_head_, lm_type_, nullptr, nullptr, logits_, 1,
+                         c.vocab_size, H, final_norm_);
+        !st)
+      return st;
   } else {
-    const std::size_t es = kernels::elem_size(normed_type);
-    for (int r = 0; r < R; ++r)
-      kernels::launch_rms_norm(x_ + static_cast<std::size_t>(rows[r]) * H, H, final_norm_,
-                               static_cast<std::uint8_t*>(normed) + static_cast<std::size_t>(r) * H * es, normed_type, 1,
-                               H, eps, stream_);
+    const bool lm_gemm = R > 1 && !reference_math_;
+    void* normed = lm_gemm ? h_ : static_cast<void*>(sel_);
+    const ElemType normed_type = lm_gemm ? lm_type_ : ElemType::f32;
+    bool consecutive = true;
+    for (int r = 1; r < R; ++r) consecutive &= rows[r] == rows[0] + r;
+    if (consecutive) {
+      kernels::launch_rms_norm(x_ + static_cast<std::size_t>(rows[0]) * H, H, final_norm_, normed, normed_type, R, H,
+                               eps, stream_);
+    } else {
+      const std::size_t es = kernels::elem_size(normed_type);
+      for (int r = 0; r < R; ++r)
+        kernels::launch_rms_norm(x_ + static_cast<std::size_t>(rows[r]) * H, H, final_norm_,
+                                 static_cast<std::uint8_t*>(normed) + static_cast<std::size_t>(r) * H * es, normed_type,
+                                 1, H, eps, stream_);
+    }
+    if (auto st = linear(normed, lm_head_, lm_type_, nullptr, nullptr, logits_, R, c.vocab_size, H); !st) return st;
   }
-  if (auto st = linear(normed, lm_head_, lm_type_, nullptr, nullptr, logits_, R, c.vocab_size, H); !st) return st;
   if (mode.on) {
     kernels::SampleArgs s;
     s.logits = logits_;
