@@ -35,15 +35,16 @@ std::string GemmLt::init(void* workspace, std::size_t workspace_bytes) {
 // cuBLASLt is column-major: y^T [rows, n] = W [rows, cols] (stored as W^T col-major, ld = cols,
 // op T) x x^T [cols, n] (x row-major = col-major [cols, n], ld = cols, op N).
 std::string GemmLt::plan(const Key& key, Plan& p) {
-  const auto [n, rows, cols, accumulate, type_int] = key;
+  const auto [n, rows, cols, accumulate, type_int, out_int] = key;
   const cudaDataType_t t = static_cast<ElemType>(type_int) == ElemType::f16 ? CUDA_R_16F : CUDA_R_16BF;
+  const cudaDataType_t out = static_cast<ElemType>(out_int) == ElemType::f32 ? CUDA_R_32F : t;
   LT_TRY(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   LT_TRY(cublasLtMatrixLayoutCreate(&p.a, t, cols, rows, cols));
   LT_TRY(cublasLtMatrixLayoutCreate(&p.b, t, cols, n, cols));
-  LT_TRY(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, rows, n, rows));
+  LT_TRY(cublasLtMatrixLayoutCreate(&p.c, out, rows, n, rows));
   cublasLtMatmulPreference_t pref = nullptr;
   LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
   const cublasStatus_t ps = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -64,12 +65,14 @@ std::string GemmLt::plan(const Key& key, Plan& p) {
   return {};
 }
 
-std::string GemmLt::run(const void* w, const void* x, float* y, int n, int rows, int cols, bool accumulate, ElemType type,
-                        cudaStream_t stream) {
+std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, int cols, bool accumulate, ElemType type,
+                        cudaStream_t stream, ElemType out_type) {
   if (!handle_) return "cuBLASLt is not initialized";
   if (type != ElemType::bf16 && type != ElemType::f16) return "GemmLt: inputs must be bf16 or fp16";
+  if (out_type != ElemType::f32 && (out_type != type || accumulate))
+    return "GemmLt: the output is fp32, or the input type without accumulation";
   if (n <= 0) return {};
-  const Key key{n, rows, cols, accumulate, static_cast<int>(type)};
+  const Key key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type)};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     Plan p;

@@ -1,6 +1,7 @@
 // Tensor-core GEMMs for prefill and batches through cuBLASLt:
-//   y[n, rows] (fp32) = x[n, cols] (bf16 or fp16) . W[rows, cols]^T (same type)  (+ y when accumulate)
-// fp32 accumulation and output; `accumulate` adds the residual in place (beta = 1, C = D = y).
+//   y[n, rows] = x[n, cols] (bf16 or fp16) . W[rows, cols]^T (same type)  (+ y when accumulate)
+// fp32 accumulation; y fp32, or the input type (halves the bytes of wide outputs such as gate/up);
+// `accumulate` adds the residual in place (beta = 1, C = D = y, fp32 only).
 // One GemmLt per stream owner: it holds the cuBLASLt handle, a workspace and the heuristic's
 // choice per shape (looked up once, outside any graph capture).
 #pragma once
@@ -28,14 +29,15 @@ class GemmLt {
   // Returns an empty string or the reason it failed.
   std::string init(void* workspace, std::size_t workspace_bytes);
 
-  // type: bf16 or f16 (W and x). Returns an empty string or "cublasLt<call>: <status>" on failure.
-  std::string run(const void* w, const void* x, float* y, int n, int rows, int cols, bool accumulate, ElemType type,
-                  cudaStream_t stream);
+  // type: bf16 or f16 (W and x); out_type: f32 or `type`. Returns an empty string or
+  // "cublasLt<call>: <status>" on failure.
+  std::string run(const void* w, const void* x, void* y, int n, int rows, int cols, bool accumulate, ElemType type,
+                  cudaStream_t stream, ElemType out_type = ElemType::f32);
 
   // Bytes a product moves at least (W, x, y read/written once), for GB/s.
-  static std::size_t bytes(int n, int rows, int cols, bool accumulate) {
+  static std::size_t bytes(int n, int rows, int cols, bool accumulate, ElemType out_type = ElemType::f32) {
     return static_cast<std::size_t>(rows) * cols * 2 + static_cast<std::size_t>(n) * cols * 2 +
-           static_cast<std::size_t>(n) * rows * 4 * (accumulate ? 2 : 1);
+           static_cast<std::size_t>(n) * rows * elem_size(out_type) * (accumulate ? 2 : 1);
   }
 
  private:
@@ -44,7 +46,7 @@ class GemmLt {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int, int, int, bool, int>;  // n, rows, cols, accumulate, type
+  using Key = std::tuple<int, int, int, bool, int, int>;  // n, rows, cols, accumulate, type, out type
   std::string plan(const Key& key, Plan& out);
 
   cublasLtHandle_t handle_ = nullptr;

@@ -133,7 +133,7 @@ class CudaBackend final : public Backend {
   float *qkv_ = nullptr;   // [T, q_dim + 2 kv_dim] fp32
   void *q_ = nullptr;      // [T, q_dim] roped q (fp32 or bf16)
   void *att_ = nullptr;    // [T, q_dim] attention output (fp32 or low precision)
-  float *gu_ = nullptr;    // [T, 2 intermediate] fp32
+  float *gu_ = nullptr;    // [T, 2 intermediate] fp32 (gemv/reference paths) or bf16/fp16 (GEMM path)
   void *act_ = nullptr;    // [T, intermediate] SwiGLU output (fp32 or low precision)
   float *sel_ = nullptr;   // [R, hidden] fp32 final-normed rows that get logits
   float *logits_ = nullptr;  // [R, vocab] fp32

@@ -180,8 +180,15 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
         return st;
     } else {
       kernels::launch_rms_norm(x_, H, L.post_norm, h_, in_type, N, H, eps, stream_);
-      if (auto st = linear(h_, L.gate_up, wtype_, nullptr, nullptr, gu_, N, 2 * FF, H); !st) return st;
-      kernels::launch_swiglu(gu_, act_, in_type, N, FF, stream_);
+      if (gemm) {
+        // gate/up stored in bf16/fp16 (as Hugging Face does): the widest activation, half the bytes.
+        if (std::string err = gemm_.run(L.gate_up, h_, gu_, N, 2 * FF, H, false, wtype_, stream_, wtype_); !err.empty())
+          return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
+        kernels::launch_swiglu(gu_, wtype_, act_, in_type, N, FF, stream_);
+      } else {
+        if (auto st = linear(h_, L.gate_up, wtype_, nullptr, nullptr, gu_, N, 2 * FF, H); !st) return st;
+        kernels::launch_swiglu(gu_, act_, in_type, N, FF, stream_);
+      }
     }
     if (auto st = linear(act_, L.down, wtype_, nullptr, x_, x_, N, H, FF); !st) return st;
   }
