@@ -22,7 +22,7 @@ packages=(
   qml6-module-qtquick-window qml6-module-qtquick-templates qml6-module-qtqml-workerscript
   qml6-module-qtqml qml6-module-qtqml-models qml6-module-qtquick-dialogs
   qml6-module-qt-labs-folderlistmodel qml6-module-qttest libqt6svg6
-  xvfb xauth xdotool imagemagick sqlite3
+  xvfb xauth xdotool imagemagick sqlite3 poppler-utils
   fonts-noto-cjk fonts-noto-color-emoji
 )
 
