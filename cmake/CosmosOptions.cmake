@@ -11,8 +11,8 @@ if(CMAKE_CUDA_COMPILER)
 endif()
 option(COSMOS_WITH_CUDA "Build the CUDA backend and kernels" ${_cuda_default})
 
-# UI: on by default when Qt 6 (Quick, Sql, Test) is found. The GPU machine has no Qt.
-find_package(Qt6 6.4 QUIET COMPONENTS Core Gui Qml Quick QuickControls2 Sql Test)
+# UI: on by default when Qt 6 (Quick, Sql, Network, Test) is found. The GPU machine has no Qt.
+find_package(Qt6 6.4 QUIET COMPONENTS Core Gui Qml Quick QuickControls2 Sql Network Test)
 set(_ui_default OFF)
 if(Qt6_FOUND)
   set(_ui_default ON)
@@ -37,7 +37,7 @@ if(COSMOS_WITH_CUDA)
 endif()
 
 if(COSMOS_WITH_UI)
-  find_package(Qt6 6.4 REQUIRED COMPONENTS Core Gui Qml Quick QuickControls2 Sql Test)
+  find_package(Qt6 6.4 REQUIRED COMPONENTS Core Gui Qml Quick QuickControls2 Sql Network Test)
 endif()
 
 # ccache when present.

@@ -12,9 +12,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 do_apt=1
 [ "${1:-}" = "--no-apt" ] && do_apt=0
 
-# Build tools, engine libraries, Qt 6 for the app, test tools, fonts that render every character.
+# Build tools, engine libraries, Qt 6 for the app, test tools, fonts that render every character,
+# and for the Debian package: file and dpkg-dev (CPack's dpkg-shlibdeps), librsvg2-bin (the PNG
+# icons), desktop-file-utils and appstream (validating the desktop entry and the AppStream metadata).
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
+  file dpkg-dev librsvg2-bin desktop-file-utils appstream
   libspdlog-dev libfmt-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
   libsentencepiece-dev libcli11-dev libgtest-dev
   qt6-base-dev qt6-declarative-dev libqt6sql6-sqlite libgl-dev

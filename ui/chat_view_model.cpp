@@ -1,6 +1,10 @@
 #include "chat_view_model.h"
 
+#include <QFileInfo>
+
 #include <spdlog/spdlog.h>
+
+#include <limits>
 
 #include "engine_host.h"
 #include "message_blocks_model.h"
@@ -13,7 +17,29 @@ const QString kAssistant = QStringLiteral("assistant");
 
 QString fromStd(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
+// A float setting as the person typed it (0.7f is 0.699999988 as a double).
+double rounded(float v) { return QString::number(static_cast<double>(v), 'g', 6).toDouble(); }
+
 }  // namespace
+
+QVariantMap generationMeta(const QString& model, const QString& precision, const cosmos::GenerateOptions& options) {
+  const cosmos::SamplingParams& p = options.sampling;
+  QVariantMap sampling{{QStringLiteral("temperature"), rounded(p.temperature)},
+                       {QStringLiteral("top_k"), p.top_k},
+                       {QStringLiteral("top_p"), rounded(p.top_p)},
+                       {QStringLiteral("min_p"), rounded(p.min_p)},
+                       {QStringLiteral("repetition_penalty"), rounded(p.repetition_penalty)},
+                       {QStringLiteral("max_new_tokens"), options.max_new_tokens}};
+  // JSON keeps a 64-bit integer exactly; one past qint64 (not made by the settings) as text.
+  if (p.seed <= static_cast<std::uint64_t>(std::numeric_limits<qint64>::max()))
+    sampling.insert(QStringLiteral("seed"), static_cast<qint64>(p.seed));
+  else
+    sampling.insert(QStringLiteral("seed"), QString::number(p.seed));
+  QVariantMap meta{{QStringLiteral("sampling"), sampling}};
+  if (!model.isEmpty()) meta.insert(QStringLiteral("model"), model);
+  if (!precision.isEmpty()) meta.insert(QStringLiteral("precision"), precision);
+  return meta;
+}
 
 ChatViewModel::ChatViewModel(EngineHost* engine, ConversationStore* store, QObject* parent)
     : QAbstractListModel(parent), engine_(engine), store_(store) {
@@ -58,6 +84,8 @@ QVariant ChatViewModel::data(const QModelIndex& index, int role) const {
     case ThoughtSecondsRole: return r.thoughtSeconds;
     case StatsRole: return r.stats;
     case BlocksRole: return QVariant::fromValue(static_cast<QObject*>(r.blocks));
+    case SiblingIndexRole: return r.siblingIndex;
+    case SiblingCountRole: return r.siblingCount;
     default: return {};
   }
 }
@@ -65,7 +93,8 @@ QVariant ChatViewModel::data(const QModelIndex& index, int role) const {
 QHash<int, QByteArray> ChatViewModel::roleNames() const {
   return {{MessageIdRole, "messageId"}, {RoleRole, "role"},         {ContentRole, "content"},
           {ReasoningRole, "reasoning"}, {ThinkingRole, "thinking"}, {StreamingRole, "streaming"},
-          {ThoughtSecondsRole, "thoughtSeconds"}, {StatsRole, "stats"}, {BlocksRole, "blocks"}};
+          {ThoughtSecondsRole, "thoughtSeconds"}, {StatsRole, "stats"}, {BlocksRole, "blocks"},
+          {SiblingIndexRole, "siblingIndex"}, {SiblingCountRole, "siblingCount"}};
 }
 
 QString ChatViewModel::blockedReason() const {
@@ -129,40 +158,6 @@ void ChatViewModel::removeRowsFrom(int row) {
   endRemoveRows();
 }
 
-void ChatViewModel::loadBranch(qint64 conversationId) {
-  beginResetModel();
-  for (Row& r : rows_) r.blocks->deleteLater();
-  rows_.clear();
-  if (store_ && conversationId > 0) {
-    const qint64 leaf = store_->latestLeaf(conversationId);
-    if (leaf > 0) {
-      for (const StoredMessage& m : store_->path(leaf)) {
-        Row r = makeRow(m);
-        if (stream_ && stream_->messageId == r.id) {  // its reply is still arriving
-          r.content = stream_->content;
-          r.reasoning = stream_->reasoning;
-          r.streaming = true;
-          r.blocks->setText(r.content);
-        }
-        rows_.push_back(std::move(r));
-      }
-    }
-  }
-  endResetModel();
-}
-
-bool ChatViewModel::openConversation(qint64 id) {
-  if (!store_) return false;
-  if (id > 0 && (!store_->conversation(id) || store_->isDeleted(id))) {
-    setErrorText(QStringLiteral("That conversation no longer exists."));
-    return false;
-  }
-  if (busy() && id != conversationId_) stop();  // the reply keeps being saved to its message
-  setConversationId(id);
-  loadBranch(id);
-  return true;
-}
-
 void ChatViewModel::newConversation() { openConversation(0); }
 
 void ChatViewModel::stop() {
@@ -192,7 +187,9 @@ bool ChatViewModel::send(const QString& text) {
   m.parentId = parent;
   m.role = kUser;
   m.content = text;
-  appendRow(makeRow(m));
+  Row row = makeRow(m);
+  setSiblingsFromStore(row);
+  appendRow(std::move(row));
   return startReply(userId);
 }
 
@@ -224,7 +221,9 @@ bool ChatViewModel::editAndResend(int row, const QString& text) {
   m.parentId = parent;
   m.role = kUser;
   m.content = text;
-  appendRow(makeRow(m));
+  Row edited = makeRow(m);
+  setSiblingsFromStore(edited);  // the new version is the last of its siblings
+  appendRow(std::move(edited));
   return startReply(userId);
 }
 
@@ -245,7 +244,12 @@ std::vector<cosmos::ChatMessage> ChatViewModel::promptMessages(const QString& sy
 }
 
 bool ChatViewModel::startReply(qint64 userMessageId) {
-  QVariantMap meta{{QStringLiteral("streaming"), true}};
+  const ChatSettings settings = settings_ ? settings_() : ChatSettings{};
+  const QVariantMap generation =
+      engine_ ? generationMeta(QFileInfo(engine_->modelDir()).fileName(), engine_->precision(), settings.options)
+              : generationMeta({}, {}, settings.options);
+  QVariantMap meta = generation;
+  meta.insert(QStringLiteral("streaming"), true);
   const qint64 replyId = store_->addMessage(conversationId_, userMessageId, kAssistant, {}, {}, meta);
   if (replyId < 0) {
     setErrorText(store_->lastError());
@@ -256,11 +260,12 @@ bool ChatViewModel::startReply(qint64 userMessageId) {
   m.conversationId = conversationId_;
   m.parentId = userMessageId;
   m.role = kAssistant;
+  m.meta = meta;
   Row row = makeRow(m);
   row.streaming = true;
+  setSiblingsFromStore(row);  // a regenerated reply is the last of its siblings
   appendRow(std::move(row));
 
-  const ChatSettings settings = settings_ ? settings_() : ChatSettings{};
   const qint64 requestId = engine_ ? engine_->generate(promptMessages(settings.systemPrompt), settings.options) : -1;
   if (requestId < 0) {
     Row& r = rows_.back();
@@ -268,13 +273,17 @@ bool ChatViewModel::startReply(qint64 userMessageId) {
     const QModelIndex i = index(rowCount() - 1);
     emit dataChanged(i, i, {StreamingRole});
     const QString error = QStringLiteral("No model is ready to reply.");
-    store_->updateMessage(replyId, {}, {}, {{QStringLiteral("error"), error}});
+    QVariantMap failed = generation;
+    failed.insert(QStringLiteral("error"), error);
+    r.meta = failed;
+    store_->updateMessage(replyId, {}, {}, failed);
     setErrorText(error);
     return false;
   }
   stream_.emplace();
   stream_->requestId = requestId;
   stream_->messageId = replyId;
+  stream_->generation = generation;
   stream_->clock.start();
   saveTimer_.start();
   emit busyChanged();
@@ -358,7 +367,7 @@ void ChatViewModel::endStream(const QVariantMap& stats, const QString& error) {
 }
 
 QVariantMap ChatViewModel::streamMeta(bool streaming, const QVariantMap& stats, const QString& error) const {
-  QVariantMap meta;
+  QVariantMap meta = stream_->generation;
   meta.insert(QStringLiteral("raw"), stream_->raw);
   if (stream_->thinkStartMs >= 0) meta.insert(QStringLiteral("thoughtSeconds"), stream_->thoughtSeconds);
   if (streaming) meta.insert(QStringLiteral("streaming"), true);

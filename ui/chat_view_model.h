@@ -8,9 +8,15 @@
 // into the last row (content = the answer, reasoning, thinking = inside <think> now) with
 // dataChanged for that row only, and into the row's MessageBlocksModel. The reply is saved at
 // least every second while it streams and at the end (meta: stats, thoughtSeconds, raw text,
-// stopped / error). regenerate() adds a sibling reply to the same user message; editAndResend()
-// adds a sibling user message under the same parent. An engine error keeps the partial reply and
-// sets errorText.
+// stopped / error, and what generated it: model, precision, sampling). regenerate() adds a sibling
+// reply to the same user message; editAndResend() adds a sibling user message under the same
+// parent. An engine error keeps the partial reply and sets errorText.
+//
+// Branches: each row knows its place among its siblings (siblingIndex 1-based, siblingCount);
+// switchSibling(row, ±1) shows the branch through the neighbouring sibling (its latest leaf
+// descendant): that row changes in place (dataChanged), the rows after it are removed and the new
+// branch's inserted, the rows before it are untouched. The tree walks are in
+// chat_view_model_branches.cpp.
 #pragma once
 
 #include <QAbstractListModel>
@@ -38,6 +44,10 @@ struct ChatSettings {
   cosmos::GenerateOptions options;
   QString systemPrompt;  // empty: no system message
 };
+// What a saved reply's meta records about its generation: {model, precision, sampling:
+// {temperature, top_k, top_p, min_p, repetition_penalty, seed, max_new_tokens}}. `model` is the
+// loaded model folder's name. Floats are rounded to 6 significant digits (0.7f is stored as 0.7).
+QVariantMap generationMeta(const QString& model, const QString& precision, const cosmos::GenerateOptions& options);
 using ChatSettingsProvider = std::function<ChatSettings()>;
 
 class ChatViewModel : public QAbstractListModel {
@@ -61,6 +71,8 @@ class ChatViewModel : public QAbstractListModel {
     ThoughtSecondsRole,                // double: first reasoning text to </think>
     StatsRole,                         // QVariantMap: generationFinished's stats (empty for users)
     BlocksRole,                        // MessageBlocksModel*: the content as Markdown blocks
+    SiblingIndexRole,                  // int: 1-based place among the messages with the same parent
+    SiblingCountRole,                  // int: how many messages share the parent (1: no versions)
   };
   Q_ENUM(Role)
 
@@ -90,6 +102,13 @@ class ChatViewModel : public QAbstractListModel {
   Q_INVOKABLE bool editAndResend(int row, const QString& text);
   // Shows the conversation's latest branch (a running reply is stopped and still saved).
   Q_INVOKABLE bool openConversation(qint64 id);
+  // Shows the conversation's branch through messageId (its latest leaf descendant), then emits
+  // revealRequested(row of messageId). Falls back to the latest branch when the message is not in
+  // the conversation.
+  Q_INVOKABLE bool openMessage(qint64 conversationId, qint64 messageId);
+  // Shows the branch through the sibling `delta` places from the message at `row` (-1: the older
+  // version, +1: the newer one). Refused (false) while a reply streams or past the first/last one.
+  Q_INVOKABLE bool switchSibling(int row, int delta);
   // An empty view; the conversation is created in the store by the first send().
   Q_INVOKABLE void newConversation();
   Q_INVOKABLE void clearError();
@@ -101,6 +120,8 @@ class ChatViewModel : public QAbstractListModel {
   void errorTextChanged();
   // The reply was written to the store (while streaming and at the end).
   void messageSaved(qint64 messageId);
+  // openMessage() asks the view to bring this row into sight.
+  void revealRequested(int row);
 
  private:
   struct Row {
@@ -111,6 +132,7 @@ class ChatViewModel : public QAbstractListModel {
     double thoughtSeconds = 0;
     QVariantMap stats;
     QVariantMap meta;
+    int siblingIndex = 1, siblingCount = 1;
     MessageBlocksModel* blocks = nullptr;  // owned (child of this)
   };
   // The reply being generated; its row may not be shown (another conversation was opened).
@@ -126,6 +148,7 @@ class ChatViewModel : public QAbstractListModel {
     bool thinkClosed = false;
     double thoughtSeconds = 0;
     bool dirty = false;          // changed since the last save
+    QVariantMap generation;      // generationMeta() of the request, saved with the reply
   };
 
   void setErrorText(const QString& text);
@@ -133,7 +156,10 @@ class ChatViewModel : public QAbstractListModel {
   Row makeRow(const StoredMessage& message);
   void appendRow(Row row);
   void removeRowsFrom(int row);
-  void loadBranch(qint64 conversationId);
+  void loadBranch(qint64 conversationId, qint64 throughMessage = 0);
+  void setSiblingsFromStore(Row& row) const;
+  void replaceRowsFrom(int row, std::vector<Row> fresh);
+  void restoreStreamingRow(Row& row) const;
   bool startReply(qint64 userMessageId);
   std::vector<cosmos::ChatMessage> promptMessages(const QString& systemPrompt) const;
   int streamRow() const;  // the row of the streaming reply, -1 when not shown

@@ -97,6 +97,11 @@ qint64 ConversationListModel::idAt(int row) const {
   return row >= 0 && row < rows_.size() ? rows_.at(row).id : 0;
 }
 
+QString ConversationListModel::titleOf(qint64 conversationId) const {
+  const int row = rowOf(conversationId);
+  return row >= 0 ? rows_.at(row).title : QString();
+}
+
 void ConversationListModel::refresh() {
   syncRows(store_ ? store_->conversations() : QList<ConversationSummary>{});
   // Undo only what is still soft-deleted (another view may have restored or purged it).

@@ -43,6 +43,7 @@ class ConversationListModel : public QAbstractListModel {
   Q_INVOKABLE int purgeRemoved();
   Q_INVOKABLE int rowOf(qint64 conversationId) const;  // -1 when not listed
   Q_INVOKABLE qint64 idAt(int row) const;              // 0 when out of range
+  Q_INVOKABLE QString titleOf(qint64 conversationId) const;  // "" when not listed or untitled
 
   bool canUndo() const { return !undo_.isEmpty(); }
   QString undoTitle() const { return undo_.isEmpty() ? QString() : undo_.back().title; }

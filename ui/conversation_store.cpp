@@ -1,6 +1,7 @@
 // ConversationStore, part 1: the queries and transactional writes (opening, migrations and
-// recovery are in conversation_store_schema.cpp).
+// recovery are in conversation_store_schema.cpp; search and import in conversation_store_search.cpp).
 #include "conversation_store.h"
+#include "conversation_store_p.h"
 
 #include <QDir>
 #include <QJsonDocument>
@@ -14,45 +15,10 @@
 #include <atomic>
 
 namespace cosmos::ui {
+using namespace store_detail;
 namespace {
 
 std::atomic<int> g_connectionCounter{0};
-
-// Rolls back unless commit() succeeded.
-class Transaction {
- public:
-  explicit Transaction(QSqlDatabase& db) : db_(db), active_(db.transaction()) {}
-  ~Transaction() {
-    if (active_) db_.rollback();
-  }
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-  bool active() const { return active_; }
-  bool commit() {
-    if (!db_.commit()) return false;
-    active_ = false;
-    return true;
-  }
-
- private:
-  QSqlDatabase& db_;
-  bool active_;
-};
-
-QDateTime fromMs(qint64 ms) { return QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC); }
-
-QString metaToJson(const QVariantMap& meta) {
-  return QString::fromUtf8(QJsonDocument(QJsonObject::fromVariantMap(meta)).toJson(QJsonDocument::Compact));
-}
-
-QVariant nullableId(qint64 id) { return id > 0 ? QVariant(id) : QVariant(QMetaType::fromType<qint64>()); }
-
-// A null QString binds as SQL NULL; the text columns are NOT NULL.
-QString text(const QString& s) { return s.isNull() ? QStringLiteral("") : s; }
-
-bool knownRole(const QString& role) {
-  return role == u"system" || role == u"user" || role == u"assistant" || role == u"tool";
-}
 
 }  // namespace
 
@@ -417,8 +383,12 @@ QList<StoredMessage> ConversationStore::children(qint64 parentId, qint64 convers
 qint64 ConversationStore::latestLeaf(qint64 conversationId) const {
   if (!isOpen()) return 0;
   QSqlQuery& q = prepared(
-      "SELECT m.id FROM messages m WHERE m.conversation_id = ?"
-      " AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY m.id DESC LIMIT 1");
+      "SELECT COALESCE("
+      " (SELECT m.id FROM conversations c JOIN messages m ON m.id = c.current_leaf"
+      "  WHERE c.id = ? AND m.conversation_id = c.id),"
+      " (SELECT m.id FROM messages m WHERE m.conversation_id = ?"
+      "  AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.parent_id = m.id) ORDER BY m.id DESC LIMIT 1), 0)");
+  q.addBindValue(conversationId);
   q.addBindValue(conversationId);
   if (!exec(q, tr("read conversation %1").arg(conversationId))) return 0;
   const qint64 id = q.next() ? q.value(0).toLongLong() : 0;

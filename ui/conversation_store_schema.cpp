@@ -39,19 +39,66 @@ const char* const kSchemaV1[] = {
     "CREATE INDEX messages_conversation ON messages(conversation_id, id)",
     "CREATE INDEX messages_parent ON messages(parent_id)",
 };
+// Version 2: full-text search and import. messages_fts is an FTS5 index over messages.content and
+// .reasoning (external content: the text is stored once, in messages; triggers keep the index in
+// step, and FOREIGN KEY cascades fire them too). The trigram tokenizer matches any substring of 3+
+// characters, so CJK text (no spaces between words) is searchable mid-word; shorter query words are
+// matched with LIKE (ConversationStore::search). conversations.fingerprint caches the duplicate
+// check of imports (NULL: not computed since the last change); current_leaf is the message whose
+// branch an import marked as shown (NULL: the newest leaf). Both are cleared by the triggers when
+// a message is added (and the fingerprint when one changes).
+const char* const kSchemaV2[] = {
+    "ALTER TABLE conversations ADD COLUMN fingerprint TEXT",
+    "ALTER TABLE conversations ADD COLUMN current_leaf INTEGER",
+    "CREATE VIRTUAL TABLE messages_fts USING fts5("
+    " content, reasoning, content='messages', content_rowid='id', tokenize='trigram')",
+    "CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN"
+    " INSERT INTO messages_fts (rowid, content, reasoning) VALUES (new.id, new.content, new.reasoning);"
+    " END",
+    "CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN"
+    " INSERT INTO messages_fts (messages_fts, rowid, content, reasoning)"
+    " VALUES ('delete', old.id, old.content, old.reasoning);"
+    " END",
+    "CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, reasoning ON messages BEGIN"
+    " INSERT INTO messages_fts (messages_fts, rowid, content, reasoning)"
+    " VALUES ('delete', old.id, old.content, old.reasoning);"
+    " INSERT INTO messages_fts (rowid, content, reasoning) VALUES (new.id, new.content, new.reasoning);"
+    " END",
+    "CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN"
+    " UPDATE conversations SET fingerprint = NULL, current_leaf = NULL WHERE id = new.conversation_id;"
+    " END",
+    "CREATE TRIGGER messages_changed AFTER UPDATE OF role, content, parent_id ON messages BEGIN"
+    " UPDATE conversations SET fingerprint = NULL WHERE id = new.conversation_id;"
+    " END",
+    "CREATE TRIGGER conversations_renamed AFTER UPDATE OF title ON conversations BEGIN"
+    " UPDATE conversations SET fingerprint = NULL WHERE id = new.id;"  // an empty one's fingerprint has the title
+    " END",
+    "INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')",  // index the rows a version-1 file holds
+};
 struct Migration {
   const char* const* statements;
   std::size_t count;
 };
+// Version 0 is a new (empty) file: every step runs. A file with tables but no user_version was not
+// written by Cosmos Chat (openFile() treats it as damaged); Cosmos Chat always set user_version.
 const Migration kMigrations[] = {
     {kSchemaV1, std::size(kSchemaV1)},
+    {kSchemaV2, std::size(kSchemaV2)},
 };
 static_assert(std::size(kMigrations) == ConversationStore::kSchemaVersion, "one migration step per version");
 
-// Columns each table needs (checked after migrating: a file whose tables differ is unreadable).
-const QStringList kConversationColumns = {"id", "title", "created_at", "updated_at", "deleted"};
-const QStringList kMessageColumns = {"id", "conversation_id", "parent_id", "role", "content",
-                                     "reasoning", "meta_json", "created_at"};
+// Columns each table needs at each version (checked before and after migrating: a file whose
+// tables differ is unreadable). kColumns[v - 1] lists what version v adds.
+struct Columns {
+  QStringList conversations;
+  QStringList messages;
+};
+const Columns kColumns[] = {
+    {{"id", "title", "created_at", "updated_at", "deleted"},
+     {"id", "conversation_id", "parent_id", "role", "content", "reasoning", "meta_json", "created_at"}},
+    {{"fingerprint", "current_leaf"}, {}},
+};
+static_assert(std::size(kColumns) == std::size(kMigrations), "the columns of each version");
 
 }  // namespace
 
@@ -138,7 +185,7 @@ bool ConversationStore::openFile(QString* corruptReason) {
   }
   // Everything that can mark the file as damaged is checked before the first write.
   if (!checkIntegrity(corruptReason)) return false;
-  if (version == kSchemaVersion && !schemaReadable(corruptReason)) return false;
+  if (version > 0 && !schemaReadable(version, corruptReason)) return false;
   if (version == 0) {
     QSqlQuery q(db_);
     if (!q.exec(QStringLiteral("SELECT COUNT(*) FROM sqlite_master")) || !q.next()) {
@@ -151,8 +198,14 @@ bool ConversationStore::openFile(QString* corruptReason) {
     }
   }
   if (readOnly_) {
+    if (version == 0)
+      return fail(tr("read the conversations"), tr("not a Cosmos Chat database (schema 0)"));
     if (version < kSchemaVersion)
-      return fail(tr("read the conversations"), tr("not a Cosmos Chat database (schema %1)").arg(version));
+      return fail(tr("read the conversations"),
+                  tr("the database has an older schema (%1; this version uses %2): open it once in Cosmos Chat "
+                     "to upgrade it")
+                      .arg(version)
+                      .arg(kSchemaVersion));
   } else {
     QSqlQuery q(db_);
     if (!q.exec(QStringLiteral("PRAGMA journal_mode=WAL")) || !q.next() ||
@@ -162,7 +215,7 @@ bool ConversationStore::openFile(QString* corruptReason) {
   }
   if (!execSql(QStringLiteral("PRAGMA foreign_keys=ON"), "enable foreign keys")) return false;
   if (!readOnly_ && !migrate(version)) return false;
-  if (!schemaReadable(corruptReason)) return false;
+  if (!schemaReadable(kSchemaVersion, corruptReason)) return false;
 
   // Timestamps stay increasing across runs even when the clock was behind the newest row.
   QSqlQuery q(db_);
@@ -213,7 +266,7 @@ bool ConversationStore::migrate(int fromVersion) {
   return true;
 }
 
-bool ConversationStore::schemaReadable(QString* reason) {
+bool ConversationStore::schemaReadable(int version, QString* reason) {
   const auto check = [&](const QString& table, const QStringList& needed) {
     QSqlQuery q(db_);
     if (!q.exec(QStringLiteral("PRAGMA table_info(%1)").arg(table))) {
@@ -230,8 +283,25 @@ bool ConversationStore::schemaReadable(QString* reason) {
     }
     return true;
   };
-  return check(QStringLiteral("conversations"), kConversationColumns) &&
-         check(QStringLiteral("messages"), kMessageColumns);
+  QStringList conversationColumns, messageColumns;
+  for (int v = 1; v <= version; ++v) {
+    conversationColumns += kColumns[v - 1].conversations;
+    messageColumns += kColumns[v - 1].messages;
+  }
+  if (!check(QStringLiteral("conversations"), conversationColumns) ||
+      !check(QStringLiteral("messages"), messageColumns))
+    return false;
+  if (version < 2) return true;
+  QSqlQuery q(db_);
+  if (!q.exec(QStringLiteral("SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages_fts'")) || !q.next()) {
+    *reason = q.lastError().text().trimmed();
+    return false;
+  }
+  if (q.value(0).toInt() == 0) {
+    *reason = tr("the search index (messages_fts) is missing");
+    return false;
+  }
+  return true;
 }
 
 bool ConversationStore::moveAside(QString* movedTo) {

@@ -453,7 +453,8 @@ cosmos::GenerateOptions SettingsViewModel::generateOptions() const {
   o.sampling.top_p = static_cast<float>(topP_);
   o.sampling.top_k = topK_;
   o.sampling.repetition_penalty = static_cast<float>(repetitionPenalty_);
-  o.sampling.seed = seed_ >= 0 ? static_cast<std::uint64_t>(seed_) : QRandomGenerator::global()->generate64();
+  // A random seed fits a qint64, so the reply's meta (JSON) records it exactly.
+  o.sampling.seed = seed_ >= 0 ? static_cast<std::uint64_t>(seed_) : QRandomGenerator::global()->generate64() >> 1;
   o.max_new_tokens = maxNewTokens_;
   return o;
 }

@@ -12,6 +12,17 @@ Item {
     // The last row is an assistant reply (regenerate makes sense).
     readonly property bool lastIsAssistant: list.count > 0 && list.lastRole === "assistant"
 
+    // A search result opened: show its message at the top instead of following the end.
+    Connections {
+        target: chat
+        function onRevealRequested(row) {
+            Qt.callLater(() => {
+                list.positionViewAtIndex(row, ListView.Beginning)
+                list.followTail = false
+            })
+        }
+    }
+
     ListView {
         id: list
         anchors.top: parent.top

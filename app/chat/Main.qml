@@ -1,6 +1,7 @@
 // The window: conversations on the left, the chat (or the welcome page, or the settings) in the
 // middle, the live panel on the right, banners for errors, and the model-loading overlay.
-// Context properties (main.cpp): engine, chat, conversations, stats, settings, appInfo.
+// Context properties (main.cpp): engine, chat, conversations, searchResults, transfer, stats,
+// settings, download, appInfo.
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Layouts
@@ -20,6 +21,8 @@ ApplicationWindow {
     property bool sidebarOpen: width >= 860
     property bool panelOpen: width >= 1180
     property bool settingsOpen: false
+    property bool downloadOpen: false  // the download page, over the welcome page or the settings
+    onSettingsOpenChanged: downloadOpen = false
     property string currentTitle: ""
     readonly property bool loading: engine.state === EngineHost.Loading
     readonly property bool showWelcome: !engine.hasModel && !loading
@@ -72,6 +75,31 @@ ApplicationWindow {
     Shortcut { sequence: "Ctrl+L"; onActivated: { window.settingsOpen = false; chatView.focusComposer() } }
     Shortcut { sequences: [StandardKey.Quit]; onActivated: Qt.quit() }
     Shortcut {
+        sequence: "Ctrl+F"
+        onActivated: { window.sidebarOpen = true; sidebar.focusSearch() }
+    }
+    Shortcut {
+        sequence: "Ctrl+E"
+        enabled: chat.conversationId > 0
+        onActivated: transferDialogs.exportConversation(chat.conversationId)
+    }
+    Shortcut {
+        sequence: "Ctrl+Shift+E"
+        enabled: conversations.count > 0
+        onActivated: transferDialogs.exportAll()
+    }
+    Shortcut { sequence: "Ctrl+O"; onActivated: transferDialogs.importFile() }
+
+    TransferDialogs { id: transferDialogs }
+    Connections {
+        target: transfer
+        // An import opens the first conversation it added.
+        function onImported(firstConversationId, count) {
+            window.settingsOpen = false
+            chat.openConversation(firstConversationId)
+        }
+    }
+    Shortcut {
         sequence: "Esc"
         enabled: window.settingsOpen && !window.loading
         onActivated: window.settingsOpen = false
@@ -93,6 +121,13 @@ ApplicationWindow {
             Layout.fillHeight: true
             onOpenRequested: (id) => { window.settingsOpen = false; chat.openConversation(id); chatView.focusComposer() }
             onNewRequested: window.newChat()
+            onSearchResultChosen: (conversationId, messageId) => {
+                window.settingsOpen = false
+                chat.openMessage(conversationId, messageId)
+            }
+            onExportRequested: (id) => transferDialogs.exportConversation(id)
+            onExportAllRequested: transferDialogs.exportAll()
+            onImportRequested: transferDialogs.importFile()
             onCurrentTitleChanged: window.currentTitle = currentTitle
         }
         Rectangle { visible: window.sidebarOpen; Layout.preferredWidth: 1; Layout.fillHeight: true; color: Theme.border }
@@ -126,9 +161,11 @@ ApplicationWindow {
                         onClicked: window.newChat()
                     }
                     Label {
-                        text: window.settingsOpen ? qsTr("Settings")
+                        text: window.downloadOpen ? qsTr("Download the model")
+                              : window.settingsOpen ? qsTr("Settings")
                               : window.showWelcome ? qsTr("Welcome")
                               : (window.currentTitle !== "" ? window.currentTitle : qsTr("New conversation"))
+                        textFormat: Text.PlainText
                         font.pointSize: Theme.fontSize + 1
                         font.weight: Font.DemiBold
                         color: Theme.text
@@ -194,6 +231,14 @@ ApplicationWindow {
                     onDismissed: chat.clearError()
                 }
                 Banner {
+                    Layout.fillWidth: true
+                    text: transfer.statusText
+                    kind: transfer.statusIsError ? "error" : "info"
+                    onDismissed: transfer.clearStatus()
+                    onTextChanged: if (text !== "" && !transfer.statusIsError) transferNoteTimer.restart()
+                    Timer { id: transferNoteTimer; interval: 10000; onTriggered: if (!transfer.statusIsError) transfer.clearStatus() }
+                }
+                Banner {
                     id: demoBanner
                     property bool dismissedOnce: false
                     Layout.fillWidth: true
@@ -208,10 +253,11 @@ ApplicationWindow {
             StackLayout {
                 Layout.fillWidth: true
                 Layout.fillHeight: true
-                currentIndex: window.settingsOpen ? 2 : window.showWelcome ? 0 : 1
+                currentIndex: window.downloadOpen ? 3 : window.settingsOpen ? 2 : window.showWelcome ? 0 : 1
 
                 WelcomePage {
                     onLoadRequested: window.loadFromSettings()
+                    onDownloadRequested: window.downloadOpen = true
                 }
                 ChatView {
                     id: chatView
@@ -219,6 +265,12 @@ ApplicationWindow {
                 SettingsPage {
                     onCloseRequested: window.settingsOpen = false
                     onReloadRequested: window.loadFromSettings()
+                    onDownloadRequested: window.downloadOpen = true
+                }
+                DownloadPage {
+                    onCloseRequested: window.downloadOpen = false
+                    onLoadRequested: { window.settingsOpen = false; window.downloadOpen = false; window.loadFromSettings() }
+                    Connections { target: chat; function onConversationIdChanged() { window.downloadOpen = false } }
                 }
             }
         }

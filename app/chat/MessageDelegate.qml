@@ -1,6 +1,7 @@
 // One message. The user's text sits in a bubble on the right (editable: a new version is sent as
 // a sibling); the assistant's reply fills the column: its reasoning in a collapsible block, the
-// answer as Markdown blocks, then the reply's statistics and actions.
+// answer as Markdown blocks, then the reply's statistics and actions. A message with other
+// versions (siblingCount > 1) shows a "‹ 2/3 ›" switcher (SiblingSwitcher).
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Controls.impl
@@ -18,6 +19,8 @@ Item {
     required property real thoughtSeconds
     required property var stats
     required property var blocks
+    required property int siblingIndex
+    required property int siblingCount
     property bool isLast: false
     property bool editing: false
 
@@ -145,8 +148,14 @@ Item {
             RowLayout {
                 Layout.alignment: Qt.AlignRight
                 spacing: 0
-                opacity: root.showActions && !root.editing ? 1 : 0
+                SiblingSwitcher {
+                    visible: root.isUser && root.siblingCount > 1 && !root.editing
+                    row: root.index
+                    siblingIndex: root.siblingIndex
+                    siblingCount: root.siblingCount
+                }
                 IconButton {
+                    opacity: root.showActions && !root.editing ? 1 : 0
                     iconName: "copy"
                     iconSize: 14
                     tip: qsTr("Copy the message")
@@ -154,6 +163,7 @@ Item {
                     onClicked: Theme.copyText(root.content)
                 }
                 IconButton {
+                    opacity: root.showActions && !root.editing ? 1 : 0
                     iconName: "edit"
                     iconSize: 14
                     tip: qsTr("Edit and send again")
@@ -257,6 +267,12 @@ Item {
                         font.pointSize: Theme.smallFontSize
                         elide: Text.ElideRight
                         Layout.fillWidth: true
+                    }
+                    SiblingSwitcher {
+                        visible: !root.isUser && root.siblingCount > 1
+                        row: root.index
+                        siblingIndex: root.siblingIndex
+                        siblingCount: root.siblingCount
                     }
                     IconButton {
                         opacity: root.showActions ? 1 : 0

@@ -11,6 +11,7 @@ Item {
     id: root
     signal closeRequested()
     signal reloadRequested()
+    signal downloadRequested()
 
     property string folderMessage: ""
 
@@ -87,6 +88,13 @@ Item {
                         icon.color: Theme.text
                         Accessible.name: qsTr("Choose the model folder")
                         onClicked: folderDialog.open()
+                    }
+                    Button {
+                        text: download.active ? qsTr("Download (%1%)").arg(Math.floor(download.fraction * 100)) : qsTr("Download…")
+                        icon.source: "qrc:/icons/download.svg"
+                        icon.color: Theme.text
+                        Accessible.name: qsTr("Download a model from Hugging Face")
+                        onClicked: root.downloadRequested()
                     }
                 }
                 Label {

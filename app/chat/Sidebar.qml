@@ -1,5 +1,8 @@
 // The conversations, newest first: open, rename (F2 or the menu), delete (Delete or the menu) with
-// an undo strip at the bottom.
+// an undo strip at the bottom, export (the menu). Above them the search field (Ctrl+F focuses it,
+// Esc clears it): while it holds text the list shows `searchResults` (title and snippet, the
+// matches in bold); choosing one opens that conversation on the branch of the matching message.
+// The header's menu exports the open conversation or all of them and imports a file.
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Controls.impl
@@ -11,6 +14,17 @@ Rectangle {
     property string currentTitle: ""
     signal openRequested(var id)
     signal newRequested()
+    signal searchResultChosen(var conversationId, var messageId)
+    signal exportRequested(var id)      // one conversation
+    signal exportAllRequested()
+    signal importRequested()
+
+    function focusSearch() {
+        searchField.forceActiveFocus()
+        searchField.selectAll()
+    }
+
+    Binding { target: searchResults; property: "highlightColor"; value: "" + Theme.accent }
 
     function relativeTime(date) {
         if (!date) return ""
@@ -36,8 +50,8 @@ Rectangle {
         target: chat
         function onConversationIdChanged() {
             const row = conversations.rowOf(chat.conversationId)
-            const item = row >= 0 ? list.itemAtIndex(row) : null
-            root.currentTitle = item ? item.title : ""
+            // From the model: the row's delegate may not exist (scrolled away, or the search shown).
+            root.currentTitle = conversations.titleOf(chat.conversationId)
             if (row >= 0) list.currentIndex = row
         }
     }
@@ -67,6 +81,36 @@ Rectangle {
                 Layout.fillWidth: true
             }
             IconButton {
+                id: transferButton
+                iconName: "more"
+                tip: qsTr("Export and import")
+                onClicked: transferMenu.popup(this, 0, height)
+                Menu {
+                    id: transferMenu
+                    width: 320
+                    ShortcutMenuItem {
+                        text: qsTr("Export this conversation…")
+                        shortcutText: "Ctrl+E"
+                        icon.source: "qrc:/icons/upload.svg"
+                        enabled: chat.conversationId > 0
+                        onTriggered: root.exportRequested(chat.conversationId)
+                    }
+                    ShortcutMenuItem {
+                        text: qsTr("Export all conversations…")
+                        shortcutText: "Ctrl+Shift+E"
+                        icon.source: "qrc:/icons/upload.svg"
+                        enabled: conversations.count > 0
+                        onTriggered: root.exportAllRequested()
+                    }
+                    ShortcutMenuItem {
+                        text: qsTr("Import conversations…")
+                        shortcutText: "Ctrl+O"
+                        icon.source: "qrc:/icons/download.svg"
+                        onTriggered: root.importRequested()
+                    }
+                }
+            }
+            IconButton {
                 iconName: "new-chat"
                 tip: qsTr("New conversation (Ctrl+N)")
                 onClicked: root.newRequested()
@@ -74,8 +118,70 @@ Rectangle {
         }
         Rectangle { Layout.fillWidth: true; Layout.preferredHeight: 1; color: Theme.border }
 
+        SearchField {
+            id: searchField
+            Layout.fillWidth: true
+            Layout.margins: 8
+            Layout.bottomMargin: 2
+            onTextChanged: searchResults.query = text
+            onAccepted: if (results.count > 0) results.choose(Math.max(0, results.currentIndex))
+            Keys.onDownPressed: if (results.visible && results.count > 0) { results.currentIndex = 0; results.forceActiveFocus() }
+        }
+
+        ListView {
+            id: results
+            visible: searchResults.active
+            Layout.fillWidth: true
+            Layout.fillHeight: true
+            Layout.topMargin: 4
+            clip: true
+            model: searchResults
+            spacing: 1
+            keyNavigationEnabled: true
+            activeFocusOnTab: true
+            boundsBehavior: Flickable.StopAtBounds
+            ScrollBar.vertical: ScrollBar { policy: ScrollBar.AsNeeded }
+            Accessible.role: Accessible.List
+            Accessible.name: qsTr("Search results")
+            onCountChanged: currentIndex = -1
+
+            function choose(row) {
+                if (row < 0 || row >= count) return
+                currentIndex = row
+                root.searchResultChosen(searchResults.conversationIdAt(row), searchResults.messageIdAt(row))
+            }
+            Keys.onShortcutOverride: (event) => { if (event.key === Qt.Key_Escape) event.accepted = true }
+            Keys.onEscapePressed: { searchField.text = ""; searchField.forceActiveFocus() }
+            Keys.onReturnPressed: choose(currentIndex)
+            Keys.onEnterPressed: choose(currentIndex)
+            Keys.onSpacePressed: choose(currentIndex)
+            Keys.onUpPressed: (event) => {
+                if (currentIndex <= 0) searchField.forceActiveFocus()
+                else event.accepted = false
+            }
+
+            delegate: SearchResultDelegate {
+                width: ListView.view.width - 12
+                x: 6
+                isCurrent: conversationId === chat.conversationId
+                onChosen: results.choose(index)
+            }
+
+            Label {
+                anchors.centerIn: parent
+                width: parent.width - 40
+                visible: results.count === 0
+                text: qsTr("No messages match “%1”.").arg(searchResults.query)
+                horizontalAlignment: Text.AlignHCenter
+                wrapMode: Text.Wrap
+                textFormat: Text.PlainText
+                color: Theme.muted
+            }
+        }
+
         ListView {
             id: list
+            visible: !searchResults.active
             Layout.fillWidth: true
             Layout.fillHeight: true
             Layout.topMargin: 6
@@ -132,6 +238,7 @@ Rectangle {
                         Layout.fillWidth: true
                         Label {
                             text: item.shownTitle
+                            textFormat: Text.PlainText  // a title is the user's text: "<b>" stays text
                             color: Theme.text
                             font.weight: item.isCurrent ? Font.DemiBold : Font.Normal
                             elide: Text.ElideRight
@@ -162,7 +269,7 @@ Rectangle {
                         visible: !item.editing && (item.hovered || item.isCurrent || menu.visible)
                         iconName: "more"
                         iconSize: 16
-                        tip: qsTr("Rename or delete")
+                        tip: qsTr("Rename, export or delete")
                         onClicked: menu.popup(this, 0, height)
                     }
                 }
@@ -173,6 +280,12 @@ Rectangle {
                         icon.source: "qrc:/icons/edit.svg"
                         icon.color: Theme.text
                         onTriggered: item.editing = true
+                    }
+                    MenuItem {
+                        text: qsTr("Export…")
+                        icon.source: "qrc:/icons/upload.svg"
+                        icon.color: Theme.text
+                        onTriggered: root.exportRequested(item.conversationId)
                     }
                     MenuItem {
                         text: qsTr("Delete")
@@ -222,6 +335,7 @@ Rectangle {
                 Label {
                     id: undoLabel
                     text: qsTr("Deleted “%1”").arg(conversations.undoTitle !== "" ? conversations.undoTitle : qsTr("New conversation"))
+                    textFormat: Text.PlainText
                     color: Theme.text
                     elide: Text.ElideRight
                     Layout.fillWidth: true

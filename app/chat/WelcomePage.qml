@@ -1,5 +1,6 @@
-// Shown while no model is loaded: open a model folder, how to download Cosmos-Reason1-7B, or try
-// the demo model (tiny, random weights: meaningless text, but the whole app runs).
+// Shown while no model is loaded: open a model folder, download Cosmos-Reason1-7B (the download
+// page, or the command), or try the demo model (tiny, random weights: meaningless text, but the
+// whole app runs).
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Dialogs
@@ -8,12 +9,13 @@ import QtQuick.Layouts
 Item {
     id: root
     signal loadRequested()
+    signal downloadRequested()
 
     property string folderMessage: ""
     property string demoMessage: ""
     property bool makingDemo: false
     readonly property string downloadCommand:
-        "huggingface-cli download nvidia/Cosmos-Reason1-7B --local-dir ~/models/Cosmos-Reason1-7B"
+        "cosmos-cli download --repo nvidia/Cosmos-Reason1-7B --out ~/models/Cosmos-Reason1-7B"
 
     function chooseFolder(url) {
         const message = settings.validateModelDir(url)
@@ -153,7 +155,19 @@ Item {
                 title: qsTr("Don't have it yet?")
                 iconName: "download"
                 Label {
-                    text: qsTr("Download it from Hugging Face (about 16.6 GB), then choose the folder above:")
+                    text: qsTr("Download it from Hugging Face here (about 16.6 GB): every file is checked, an interrupted download resumes, and the model is ready to load when it is done.")
+                    color: Theme.muted
+                    wrapMode: Text.Wrap
+                    Layout.fillWidth: true
+                }
+                AccentButton {
+                    text: download.active ? qsTr("Show the download (%1%)").arg(Math.floor(download.fraction * 100))
+                                          : qsTr("Download Cosmos-Reason1-7B…")
+                    iconName: "download"
+                    onClicked: root.downloadRequested()
+                }
+                Label {
+                    text: qsTr("Or from a terminal, then choose the folder above:")
                     color: Theme.muted
                     wrapMode: Text.Wrap
                     Layout.fillWidth: true
@@ -192,7 +206,7 @@ Item {
                     }
                 }
                 Label {
-                    text: qsTr("No huggingface-cli? Install it with: pip install -U \"huggingface_hub[cli]\"")
+                    text: qsTr("huggingface-cli works too: huggingface-cli download nvidia/Cosmos-Reason1-7B --local-dir ~/models/Cosmos-Reason1-7B")
                     color: Theme.muted
                     font.pointSize: Theme.smallFontSize
                     wrapMode: Text.Wrap

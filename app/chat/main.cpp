@@ -24,9 +24,12 @@
 #include "chat_view_model.h"
 #include "conversation_list_model.h"
 #include "conversation_store.h"
+#include "conversation_transfer.h"
 #include "cosmos/logging.h"
+#include "download_view_model.h"
 #include "engine_host.h"
 #include "qt_log_bridge.h"
+#include "search_results_model.h"
 #include "settings_view_model.h"
 #include "stats_view_model.h"
 
@@ -103,7 +106,7 @@ int main(int argc, char* argv[]) {
   QGuiApplication app(argc, argv);
   setApplicationNames();
   QGuiApplication::setApplicationDisplayName(QStringLiteral("Cosmos Chat"));
-  QGuiApplication::setDesktopFileName(QStringLiteral("cosmos-chat"));
+  QGuiApplication::setDesktopFileName(QStringLiteral("io.github.cosmoschat.CosmosChat"));  // packaging/*.desktop
   QGuiApplication::setWindowIcon(QIcon(QStringLiteral(":/cosmos-chat.svg")));
 
   QCommandLineParser parser;
@@ -141,7 +144,10 @@ int main(int argc, char* argv[]) {
     return cosmos::ui::ChatSettings{settings.generateOptions(), settings.systemPrompt()};
   });
   cosmos::ui::ConversationListModel conversations(&store);
+  cosmos::ui::SearchResultsModel searchResults(&store);
+  cosmos::ui::ConversationTransfer transfer(&store);
   cosmos::ui::StatsViewModel stats(&engine);
+  cosmos::ui::DownloadViewModel download(&settings);  // its thread ends (keeping .part files) at exit
 
   // The model to load: --model for this run (remembered, as if chosen in the settings), else the
   // settings' folder.
@@ -184,8 +190,11 @@ int main(int argc, char* argv[]) {
   context->setContextProperty(QStringLiteral("engine"), &engine);
   context->setContextProperty(QStringLiteral("chat"), &chat);
   context->setContextProperty(QStringLiteral("conversations"), &conversations);
+  context->setContextProperty(QStringLiteral("searchResults"), &searchResults);
+  context->setContextProperty(QStringLiteral("transfer"), &transfer);
   context->setContextProperty(QStringLiteral("stats"), &stats);
   context->setContextProperty(QStringLiteral("settings"), &settings);
+  context->setContextProperty(QStringLiteral("download"), &download);
   context->setContextProperty(QStringLiteral("appInfo"), appInfo);
   QObject::connect(
       &qml, &QQmlApplicationEngine::objectCreated, &app,

@@ -24,6 +24,9 @@ void register_logits(CLI::App& app, RunFn& run);
 void register_bench(CLI::App& app, RunFn& run);
 #ifdef COSMOS_CLI_HAS_CONVERSATIONS
 void register_conversations(CLI::App& app, RunFn& run);  // needs Qt: built with COSMOS_WITH_UI
+void register_import(CLI::App& app, RunFn& run);         // needs Qt: built with COSMOS_WITH_UI
+void register_export(CLI::App& app, RunFn& run);         // needs Qt: built with COSMOS_WITH_UI
+void register_download(CLI::App& app, RunFn& run);       // needs Qt: built with COSMOS_WITH_UI
 #endif
 
 // Exit codes (all below 128).

@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
   cli::register_bench(app, run);
 #ifdef COSMOS_CLI_HAS_CONVERSATIONS
   cli::register_conversations(app, run);
+  cli::register_import(app, run);
+  cli::register_export(app, run);
+  cli::register_download(app, run);
 #endif
 
   try {

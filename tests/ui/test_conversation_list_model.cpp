@@ -54,6 +54,8 @@ class TestConversationListModel : public QObject {
     QCOMPARE(model_->rowOf(b_), 1);
     QCOMPARE(model_->idAt(0), c_);
     QCOMPARE(model_->idAt(3), qint64(0));
+    QCOMPARE(model_->titleOf(a_), QStringLiteral("alpha"));
+    QCOMPARE(model_->titleOf(-5), QString());
   }
 
   void newConversationIsInsertedAtTop() {

@@ -48,9 +48,12 @@
 #include "chat_view_model.h"
 #include "conversation_list_model.h"
 #include "conversation_store.h"
+#include "conversation_transfer.h"
+#include "download_view_model.h"
 #include "engine_host.h"
 #include "fake_chat_engine.h"
 #include "message_blocks_model.h"
+#include "search_results_model.h"
 #include "settings_view_model.h"
 #include "stats_view_model.h"
 
@@ -302,6 +305,7 @@ int main(int argc, char* argv[]) {
     return 1;
   }
   cosmos::ui::SettingsViewModel settings(dir.filePath(QStringLiteral("settings.ini")));
+  cosmos::ui::DownloadViewModel download(&settings, dir.filePath(QStringLiteral("download.ini")));
   EngineHost engine(std::make_unique<PacedFakeEngine>(script, rate));
 
   // piecesReady: counted, and the GUI thread's time in ChatViewModel::onPieces (connected between
@@ -321,6 +325,8 @@ int main(int argc, char* argv[]) {
     return cosmos::ui::ChatSettings{settings.generateOptions(), settings.systemPrompt()};
   });
   cosmos::ui::ConversationListModel conversations(&store);
+  cosmos::ui::SearchResultsModel searchResults(&store);
+  cosmos::ui::ConversationTransfer transfer(&store);
   cosmos::ui::StatsViewModel stats(&engine);
 
   QVariantMap appInfo;
@@ -341,8 +347,11 @@ int main(int argc, char* argv[]) {
   context->setContextProperty(QStringLiteral("engine"), &engine);
   context->setContextProperty(QStringLiteral("chat"), &chat);
   context->setContextProperty(QStringLiteral("conversations"), &conversations);
+  context->setContextProperty(QStringLiteral("searchResults"), &searchResults);
+  context->setContextProperty(QStringLiteral("transfer"), &transfer);
   context->setContextProperty(QStringLiteral("stats"), &stats);
   context->setContextProperty(QStringLiteral("settings"), &settings);
+  context->setContextProperty(QStringLiteral("download"), &download);
   context->setContextProperty(QStringLiteral("appInfo"), appInfo);
   qml.load(QUrl(QStringLiteral("qrc:/CosmosChat/Main.qml")));
   auto* window = qml.rootObjects().isEmpty() ? nullptr : qobject_cast<QQuickWindow*>(qml.rootObjects().first());

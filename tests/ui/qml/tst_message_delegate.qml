@@ -2,6 +2,8 @@
 // Enter calls chat.editAndResend(row, text); Esc and Cancel keep the message); an assistant
 // message shows its reasoning in a ReasoningBlock and its answer blocks, its statistics and a copy
 // action that puts the answer on the clipboard; while the reply streams the actions are hidden.
+// A message with other versions shows the "‹ 2/3 ›" switcher (chat.switchSibling(row, ±1), by
+// mouse and keyboard, disabled at the ends and while a reply streams).
 // The delegate reads the app's context objects `chat`, `settings` and `engine` by name: fakes with
 // those ids here (it sees them through the instantiating document's scope).
 import QtQuick
@@ -16,6 +18,8 @@ Item {
     QtObject {
         id: chat
         property bool canSend: true
+        property bool busy: false
+        property var switches: []       // switchSibling calls: {row, delta}
         property var edits: []          // accepted: a new version was sent
         property int refusedEdits: 0
         property int regenerations: 0
@@ -26,6 +30,11 @@ Item {
             return true
         }
         function regenerate() { regenerations += 1; return true }
+        function switchSibling(row, delta) {
+            if (busy) return false
+            switches = switches.concat([{ row: row, delta: delta }])
+            return true
+        }
     }
     QtObject {
         id: settings
@@ -58,6 +67,8 @@ Item {
             thoughtSeconds: 0
             stats: ({})
             blocks: noBlocks
+            siblingIndex: 1
+            siblingCount: 1
         }
     }
 
@@ -120,6 +131,8 @@ Item {
 
         function init() {
             chat.canSend = true
+            chat.busy = false
+            chat.switches = []
             chat.edits = []
             chat.refusedEdits = 0
             chat.regenerations = 0
@@ -220,6 +233,64 @@ Item {
             const copied = clipboardText()
             if (copied === null) skip("no clipboard on this platform")
             compare(copied, "Will it drop the cup?")
+        }
+
+        // --- versions (siblings) ---
+
+        function switcher(item) { return find(item, (it) => it.siblingCount !== undefined && it.row !== undefined && it.visible) }
+
+        function test_noSwitcherWithoutVersions() {
+            verify(!switcher(user()))
+            verify(!switcher(assistant()))
+        }
+
+        function test_switcherOnAReply_data() {
+            return [
+                { tag: "first of three", index: 1, count: 3, prev: false, next: true },
+                { tag: "middle", index: 2, count: 3, prev: true, next: true },
+                { tag: "last", index: 3, count: 3, prev: true, next: false },
+            ]
+        }
+        function test_switcherOnAReply(data) {
+            const d = assistant({ index: 5, siblingIndex: data.index, siblingCount: data.count })
+            const s = switcher(d)
+            verify(s)
+            verify(label(s, data.index + "/" + data.count))
+            const prev = button(s, "Previous version")
+            const next = button(s, "Next version")
+            compare(prev.enabled, data.prev)
+            compare(next.enabled, data.next)
+            mouseClick(prev)
+            mouseClick(next)
+            const expected = []
+            if (data.prev) expected.push({ row: 5, delta: -1 })
+            if (data.next) expected.push({ row: 5, delta: 1 })
+            compare(chat.switches, expected)
+        }
+
+        function test_switcherOnAnEditedQuestionByKeyboard() {
+            const d = user({ index: 4, siblingIndex: 2, siblingCount: 2 })
+            const s = switcher(d)
+            verify(s)
+            verify(label(s, "2/2"))
+            const prev = button(s, "Previous version")
+            prev.forceActiveFocus()
+            verify(prev.activeFocus)
+            keyClick(Qt.Key_Space)
+            compare(chat.switches, [{ row: 4, delta: -1 }])
+            mouseClick(button(d, "Edit and send again"))
+            verify(!switcher(d))                 // hidden while editing
+        }
+
+        function test_switcherDisabledWhileStreaming() {
+            chat.busy = true
+            const d = assistant({ isLast: false, siblingIndex: 2, siblingCount: 3 })
+            const s = switcher(d)
+            verify(s)
+            verify(!button(s, "Previous version").enabled)
+            verify(!button(s, "Next version").enabled)
+            chat.busy = false
+            verify(button(s, "Previous version").enabled)
         }
 
         // --- the assistant's reply ---
