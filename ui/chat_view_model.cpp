@@ -136,6 +136,10 @@ ChatViewModel::Row ChatViewModel::makeRow(const StoredMessage& message) {
   r.reasoning = message.reasoning;
   r.meta = message.meta;
   r.stats = message.meta.value(QStringLiteral("stats")).toMap();
+  // Still marked streaming when read back: the app stopped (crash, kill) while this reply was being
+  // written; it holds the text up to the last save. Shown as "interrupted".
+  if (message.meta.value(QStringLiteral("streaming")).toBool() && !r.stats.contains(QStringLiteral("stop_reason")))
+    r.stats.insert(QStringLiteral("stop_reason"), QStringLiteral("interrupted"));
   r.thoughtSeconds = message.meta.value(QStringLiteral("thoughtSeconds")).toDouble();
   r.blocks = new MessageBlocksModel(this);
   r.blocks->setText(r.content);
@@ -263,6 +267,7 @@ bool ChatViewModel::startReply(qint64 userMessageId) {
   m.meta = meta;
   Row row = makeRow(m);
   row.streaming = true;
+  row.stats.clear();  // this reply is the one streaming now, not an interrupted one
   setSiblingsFromStore(row);  // a regenerated reply is the last of its siblings
   appendRow(std::move(row));
 

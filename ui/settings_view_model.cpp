@@ -316,7 +316,7 @@ QString SettingsViewModel::validateModelDir(const QString& dirOrUrl) const {
   std::error_code ec;
   if (!fs::exists(path / "config.json", ec))
     return tr("%1 has no config.json: it is not a Hugging Face model folder. "
-              "Download the model with huggingface-cli (see the welcome page).").arg(dir);
+              "Download the model from the welcome page (Download Cosmos-Reason1-7B) or with cosmos-cli download.").arg(dir);
   auto config = cosmos::load_model_config(path / "config.json");
   if (!config) return tr("config.json cannot be used: %1").arg(QString::fromStdString(config.error().message));
   auto checkpoint = cosmos::Checkpoint::open(path);

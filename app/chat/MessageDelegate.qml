@@ -45,6 +45,7 @@ Item {
         if (s.stop_reason === "cancelled") parts.push(qsTr("stopped"))
         else if (s.stop_reason === "max_tokens") parts.push(qsTr("hit the token limit"))
         else if (s.stop_reason === "context_full") parts.push(qsTr("context full"))
+        else if (s.stop_reason === "interrupted") parts.push(qsTr("interrupted: the app closed while this reply was written"))
         return parts.join(" · ")
     }
 

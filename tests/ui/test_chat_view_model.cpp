@@ -493,6 +493,25 @@ class TestChatViewModel : public QObject {
     QCOMPARE(reveal.count(), 2);
   }
 
+  // A reply still marked streaming in the store (the app was killed mid-reply) reopens with its
+  // saved text and stop_reason "interrupted"; a finished one does not.
+  void aReplyCutByACrashReopensAsInterrupted() {
+    const qint64 c = store_->createConversation();
+    const qint64 q = store_->addMessage(c, 0, QStringLiteral("user"), QStringLiteral("ask"));
+    const qint64 cut = store_->addMessage(c, q, QStringLiteral("assistant"), QStringLiteral("half a rep"), {},
+                                          QVariantMap{{QStringLiteral("streaming"), true}});
+    QVERIFY(q > 0 && cut > 0);
+    vm_->openConversation(c);
+    QCOMPARE(contents(), (QStringList{"ask", "half a rep"}));
+    QCOMPARE(cell(1, ChatViewModel::StatsRole).toMap().value(QStringLiteral("stop_reason")).toString(),
+             QStringLiteral("interrupted"));
+    QCOMPARE(cell(1, ChatViewModel::StreamingRole).toBool(), false);
+    QVERIFY(store_->updateMessage(cut, QStringLiteral("half a rep"), {}, QVariantMap{}));
+    vm_->newConversation();
+    vm_->openConversation(c);
+    QVERIFY(!cell(1, ChatViewModel::StatsRole).toMap().contains(QStringLiteral("stop_reason")));
+  }
+
   // Each reply records the model, precision and sampling it was generated with.
   void savesTheGenerationSettings_data() {
     QTest::addColumn<float>("temperature");
