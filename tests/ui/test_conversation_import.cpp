@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "conversation_db_util.h"
+#include "conversation_export.h"
 #include "conversation_import.h"
 #include "conversation_store.h"
 
@@ -217,7 +218,7 @@ class TestConversationImport : public QObject {
 
   void roundTrip() {
     QJsonArray expected;
-    QByteArray exported;
+    QByteArray exported, realExport;
     {
       ConversationStore a;
       QVERIFY(a.open(dir_.filePath(QStringLiteral("a.sqlite"))));
@@ -244,6 +245,10 @@ class TestConversationImport : public QObject {
                               QStringLiteral("turn %1").arg(i));
       expected = normalized(a);
       exported = exportAll(a);
+      // The app's exporter writes what this test's writer writes (the format of docs/CONVERSATION_JSON.md).
+      QString error;
+      realExport = cosmos::ui::renderExport(a, {}, cosmos::ui::ExportFormat::Json, &error);
+      QVERIFY2(!realExport.isEmpty(), qPrintable(error));
     }
     ConversationStore b;
     QVERIFY(b.open(dbPath_));
@@ -257,6 +262,20 @@ class TestConversationImport : public QObject {
     QCOMPARE(again.conversationIds.size(), 0);
     QCOMPARE(again.duplicatesSkipped, 4);
     QCOMPARE(normalized(b), expected);
+    // Export (the app's exporter) -> import -> export: the same conversations, every field and branch.
+    ConversationStore c;
+    QVERIFY(c.open(dir_.filePath(QStringLiteral("c.sqlite"))));
+    const ImportResult viaApp = cosmos::ui::importConversationsFromData(c, realExport);
+    QVERIFY2(viaApp.ok, qPrintable(viaApp.error));
+    QCOMPARE(viaApp.conversationIds.size(), 4);
+    QCOMPARE(normalized(c), expected);
+    QString error;
+    const QByteArray second = cosmos::ui::renderExport(c, {}, cosmos::ui::ExportFormat::Json, &error);
+    QVERIFY2(!second.isEmpty(), qPrintable(error));
+    ConversationStore d;
+    QVERIFY(d.open(dir_.filePath(QStringLiteral("d.sqlite"))));
+    QVERIFY(cosmos::ui::importConversationsFromData(d, second).ok);
+    QCOMPARE(normalized(d), expected);
   }
 
   void openAiFormats_data() {
