@@ -1,6 +1,8 @@
 // Importing conversations from JSON (see conversation_import.h and docs/CONVERSATION_JSON.md).
 #include "conversation_import.h"
 
+#include "cosmos/reasoning_parser.h"
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -365,6 +367,16 @@ class Reader {
         const auto reasoning = string(*m, QString::fromLatin1(key), mpath, false);
         if (!reasoning) return;
         if (message.reasoning.isEmpty()) message.reasoning = *reasoning;
+      }
+      // A Cosmos-Reason / DeepSeek-style reply with its reasoning inline ("<think>…</think> answer"):
+      // split it as the app stores its own replies (the raw text is kept in meta.raw).
+      if (message.role == u"assistant" && message.reasoning.isEmpty() && message.content.contains(u"</think>")) {
+        cosmos::ReasoningParser parser;
+        parser.push(message.content.toStdString());
+        parser.finish();
+        message.meta.insert(QStringLiteral("raw"), message.content);
+        message.reasoning = QString::fromStdString(parser.reasoning());
+        message.content = QString::fromStdString(parser.answer());
       }
       QJsonObject extra = *m;
       for (const char* key : {"role", "content", "reasoning_content", "reasoning"}) extra.remove(QLatin1String(key));

@@ -25,7 +25,9 @@ ApplicationWindow {
     onSettingsOpenChanged: downloadOpen = false
     property string currentTitle: ""
     readonly property bool loading: engine.state === EngineHost.Loading
-    readonly property bool showWelcome: !engine.hasModel && !loading
+    // Without a model the welcome page shows, unless a conversation was opened: past conversations
+    // stay readable (the composer then says a model is needed).
+    readonly property bool showWelcome: !engine.hasModel && !loading && chat.conversationId <= 0
     readonly property bool demoLoaded: engine.hasModel && settings.isDemoModel(engine.modelDir)
 
     // The theme: "system" follows the desktop's palette (read once at start: Qt 6.4 has no

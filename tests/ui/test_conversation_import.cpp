@@ -278,6 +278,25 @@ class TestConversationImport : public QObject {
     QCOMPARE(normalized(d), expected);
   }
 
+  // An OpenAI-style reply with the reasoning inline is split like the app's own replies.
+  void openAiInlineReasoningIsSplit() {
+    ConversationStore store;
+    QVERIFY(store.open(dbPath_));
+    const ImportResult r = cosmos::ui::importConversationsFromData(
+        store, R"([{"role": "user", "content": "cup?"},
+                   {"role": "assistant", "content": "<think>\nThe cup is right.\n</think>\n\n<answer>\nMove it left.\n</answer>"},
+                   {"role": "assistant", "content": "a < b, no tags"}])");
+    QVERIFY2(r.ok, qPrintable(r.error));
+    const auto messages = store.messages(r.conversationIds.value(0));
+    QCOMPARE(messages.size(), 3);
+    QCOMPARE(messages[1].reasoning, QStringLiteral("The cup is right."));
+    QCOMPARE(messages[1].content, QStringLiteral("Move it left."));
+    QVERIFY(messages[1].meta.value(QStringLiteral("raw")).toString().startsWith(QStringLiteral("<think>")));
+    QCOMPARE(messages[2].content, QStringLiteral("a < b, no tags"));
+    QVERIFY(messages[2].reasoning.isEmpty());
+    QVERIFY(!messages[2].meta.contains(QStringLiteral("raw")));
+  }
+
   void openAiFormats_data() {
     QTest::addColumn<QByteArray>("json");
     QTest::addColumn<QStringList>("expected");  // title#role:content|... per conversation
