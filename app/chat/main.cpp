@@ -21,6 +21,7 @@
 #include <cstdio>
 
 #include "chat_engine.h"
+#include "app_context.h"
 #include "chat_view_model.h"
 #include "conversation_list_model.h"
 #include "conversation_store.h"
@@ -181,21 +182,18 @@ int main(int argc, char* argv[]) {
   QObject::connect(&settings, &cosmos::ui::SettingsViewModel::themeChanged, &app,
                    [&settings, systemDark] { applyLinkColor(settings.theme(), systemDark); });
 
-  // EngineHost's State enum for QML (import CosmosChat.Backend; EngineHost.Ready, …).
-  qmlRegisterUncreatableType<cosmos::ui::EngineHost>("CosmosChat.Backend", 1, 0, "EngineHost",
-                                                     QStringLiteral("use the engine context property"));
-
   QQmlApplicationEngine qml;
-  QQmlContext* context = qml.rootContext();
-  context->setContextProperty(QStringLiteral("engine"), &engine);
-  context->setContextProperty(QStringLiteral("chat"), &chat);
-  context->setContextProperty(QStringLiteral("conversations"), &conversations);
-  context->setContextProperty(QStringLiteral("searchResults"), &searchResults);
-  context->setContextProperty(QStringLiteral("transfer"), &transfer);
-  context->setContextProperty(QStringLiteral("stats"), &stats);
-  context->setContextProperty(QStringLiteral("settings"), &settings);
-  context->setContextProperty(QStringLiteral("download"), &download);
-  context->setContextProperty(QStringLiteral("appInfo"), appInfo);
+  cosmos::ui::AppContextObjects objects;
+  objects.engine = &engine;
+  objects.chat = &chat;
+  objects.conversations = &conversations;
+  objects.searchResults = &searchResults;
+  objects.transfer = &transfer;
+  objects.stats = &stats;
+  objects.settings = &settings;
+  objects.download = &download;
+  objects.appInfo = appInfo;
+  cosmos::ui::exposeToQml(qml.rootContext(), objects);
   QObject::connect(
       &qml, &QQmlApplicationEngine::objectCreated, &app,
       [](QObject* object, const QUrl& url) {

@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "app_context.h"
 #include "chat_view_model.h"
 #include "conversation_list_model.h"
 #include "conversation_store.h"
@@ -339,20 +340,19 @@ int main(int argc, char* argv[]) {
   appInfo.insert(QStringLiteral("startupError"), QString());
   appInfo.insert(QStringLiteral("systemDark"), false);
   appInfo.insert(QStringLiteral("modelsDir"), dir.path());
-  qmlRegisterUncreatableType<EngineHost>("CosmosChat.Backend", 1, 0, "EngineHost",
-                                         QStringLiteral("use the engine context property"));
 
   QQmlApplicationEngine qml;
-  QQmlContext* context = qml.rootContext();
-  context->setContextProperty(QStringLiteral("engine"), &engine);
-  context->setContextProperty(QStringLiteral("chat"), &chat);
-  context->setContextProperty(QStringLiteral("conversations"), &conversations);
-  context->setContextProperty(QStringLiteral("searchResults"), &searchResults);
-  context->setContextProperty(QStringLiteral("transfer"), &transfer);
-  context->setContextProperty(QStringLiteral("stats"), &stats);
-  context->setContextProperty(QStringLiteral("settings"), &settings);
-  context->setContextProperty(QStringLiteral("download"), &download);
-  context->setContextProperty(QStringLiteral("appInfo"), appInfo);
+  cosmos::ui::AppContextObjects objects;
+  objects.engine = &engine;
+  objects.chat = &chat;
+  objects.conversations = &conversations;
+  objects.searchResults = &searchResults;
+  objects.transfer = &transfer;
+  objects.stats = &stats;
+  objects.settings = &settings;
+  objects.download = &download;
+  objects.appInfo = appInfo;
+  cosmos::ui::exposeToQml(qml.rootContext(), objects);
   qml.load(QUrl(QStringLiteral("qrc:/CosmosChat/Main.qml")));
   auto* window = qml.rootObjects().isEmpty() ? nullptr : qobject_cast<QQuickWindow*>(qml.rootObjects().first());
   if (!window) {
