@@ -7,54 +7,140 @@
 namespace cosmos::kernels {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kMaxGroup = 8;                 // query heads per KV head: one warp each
+constexpr int kWarps = kMaxGroup;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxGroup = 2 * kWarps;  // warp w owns query heads w and w + kWarps of the group
-constexpr int kTile = kDecodeAttentionTile;
+constexpr int kKeys = 32;                    // keys per warp per round: lane = key
+constexpr int kSplitKeys = 64;               // split lengths are multiples of this
 constexpr int kSplits = kDecodeAttentionSplits;
+static_assert(kSplits <= 64, "the merge gives each lane two splits");
 
+// Keys per split: a multiple of kSplitKeys, as few splits as cover the context with at most kSplits.
 __device__ __forceinline__ int split_len(int len) {
-  // Keys per split: a multiple of the tile, at least one tile.
   const int per = (len + kSplits - 1) / kSplits;
-  return ((per + kTile - 1) / kTile) * kTile;
+  return ((per + kSplitKeys - 1) / kSplitKeys) * kSplitKeys;
 }
 
+// The cache element type's 16-byte vector (bf16: 8 values, fp32: 4) and a lane's slice of a V row
+// (D / 32 values: 8 bytes of bf16 or 16 of fp32 for D = 128).
 template <typename KV>
-__device__ __forceinline__ void stage_row(const KV* src, float* dst, int d0, int n);
-
-// 8 bytes of bf16 (4 values) or 16 bytes of fp32 (4 values) per call.
+struct Vec;
 template <>
-__device__ __forceinline__ void stage_row<__nv_bfloat16>(const __nv_bfloat16* src, float* dst, int d0, int) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(src + d0);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-  const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
-  dst[d0] = a.x;
-  dst[d0 + 1] = a.y;
-  dst[d0 + 2] = b.x;
-  dst[d0 + 3] = b.y;
-}
+struct Vec<__nv_bfloat16> {
+  static constexpr int kPer16 = 8;
+  __device__ static void unpack16(const uint4& r, float* f) {
+    const unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+};
 template <>
-__device__ __forceinline__ void stage_row<float>(const float* src, float* dst, int d0, int) {
-  const float4 v = *reinterpret_cast<const float4*>(src + d0);
-  dst[d0] = v.x;
-  dst[d0 + 1] = v.y;
-  dst[d0 + 2] = v.z;
-  dst[d0 + 3] = v.w;
+struct Vec<float> {
+  static constexpr int kPer16 = 4;
+  __device__ static void unpack16(const uint4& r, float* f) {
+    f[0] = __uint_as_float(r.x);
+    f[1] = __uint_as_float(r.y);
+    f[2] = __uint_as_float(r.z);
+    f[3] = __uint_as_float(r.w);
+  }
+};
+
+// A lane's slice of a V row: N (= D / 32: 2 or 4) consecutive cache elements, loaded raw (so the
+// 32 rows of a round stay in half the registers for bf16) and unpacked when used.
+template <typename KV, int N>
+struct Slice;
+template <>
+struct Slice<__nv_bfloat16, 4> {
+  using Raw = uint2;
+  __device__ static void unpack(const Raw& r, float* f) {
+    f[0] = __uint_as_float(r.x << 16);
+    f[1] = __uint_as_float(r.x & 0xffff0000u);
+    f[2] = __uint_as_float(r.y << 16);
+    f[3] = __uint_as_float(r.y & 0xffff0000u);
+  }
+};
+template <>
+struct Slice<__nv_bfloat16, 2> {
+  using Raw = unsigned;
+  __device__ static void unpack(const Raw& r, float* f) {
+    f[0] = __uint_as_float(r << 16);
+    f[1] = __uint_as_float(r & 0xffff0000u);
+  }
+};
+template <>
+struct Slice<float, 4> {
+  using Raw = float4;
+  __device__ static void unpack(const Raw& r, float* f) { f[0] = r.x, f[1] = r.y, f[2] = r.z, f[3] = r.w; }
+};
+template <>
+struct Slice<float, 2> {
+  using Raw = float2;
+  __device__ static void unpack(const Raw& r, float* f) { f[0] = r.x, f[1] = r.y; }
+};
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
 }
 
-// Block (token t, KV head, split). Shared: q [G][D] (scaled), K and V tiles [kTile][D + 1] fp32
-// (the +1 keeps the per-key row reads of the score loop free of bank conflicts), P [G][kTile].
+struct RopeIn {  // kernels/rope_kv.cuh's inputs, for the fused path (null qkv: not fused)
+  const float* qkv = nullptr;
+  const float* bias = nullptr;
+  const std::int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  const std::int32_t* slots = nullptr;
+  int section0 = 0, section1 = 0;
+};
+
+// Scratch: ml [n][heads][kSplits][2] (max, sum), o [n][heads][kSplits][D], counters [n][kv_heads].
+struct Scratch {
+  float* ml;
+  float* o;
+  int* counters;
+};
+
+// Block (token t, KV head, split); warp g computes query head g of the group over the split's keys
+// (the group's warps read the same K/V rows, mostly from L1). Each round the warp takes 32 keys,
+// lane = key: the lane reads its key's K row (16-byte loads) and scores it against q (shared
+// memory, read as broadcasts); online softmax with warp reductions; then P V with the lane owning
+// D / 32 dimensions, each probability broadcast by a shuffle (the round's V rows all in flight). The warp
+// writes its head's result (context within one split) or a partial that the last block of the
+// (token, KV head) merges. With `rope`, the block first applies the rotary embedding to its q heads,
+// and the block holding the newest key writes that key's K and V rows into the cache (valid when
+// every token of the launch belongs to a different sequence).
+//
+// Code size matters more than instruction count: a decode step runs this kernel once per layer with
+// a few rounds per block, so most instructions are fetched cold. A first version (8 heads per warp,
+// fully unrolled: 142 KB of machine code) took 32 us at 10 keys of context, almost all of it
+// instruction fetch. Here only the per-key bodies are unrolled.
 template <int D, typename KV, typename Out>
-__global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionArgs a, float* partial, int* counters) {
-  __shared__ float qs[kMaxGroup][D];
-  __shared__ float ks[kTile][D + 1];
-  __shared__ float vs[kTile][D + 1];
-  __shared__ float ps[kMaxGroup][kTile];
+__global__ void __launch_bounds__(kThreads)
+    decode_attention_kernel(const AttentionArgs a, const RopeIn rope, const Scratch sc) {
+  constexpr int kDL = D / 32;                   // dims per lane in P V and the merges
+  constexpr int kPer16 = Vec<KV>::kPer16;
+  constexpr int kChunks = D / kPer16;           // 16-byte vectors per K row
+  using VS = Slice<KV, kDL>;
+  __shared__ __align__(16) float qs[kMaxGroup][D];  // scaled (roped) q of the group
   __shared__ int last_flag;
-  pdl_wait();
-  pdl_launch_dependents();
+
+  // Fused (decode steps): the metadata (uploaded before the graph) and the cache rows of earlier
+  // positions (written by earlier steps) are not written by the kernels this one overlaps under
+  // programmatic dependent launch, so they are read before pdl_wait: the first round's K/V loads
+  // then overlap the q/k/v product's tail instead of adding their latency to the step. Everything
+  // else (the q/k/v row, the newest key) waits. Unfused, everything waits.
+  const bool fused = rope.qkv != nullptr;
+  if (!fused) pdl_wait();
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
   const int G = a.heads / a.kv_heads;
   const int len = a.ctx_len[t];
   const int per = split_len(len);
@@ -63,174 +149,227 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionArg
   const int j0 = split * per, j1 = min(len, j0 + per);
   const std::int32_t* table = a.block_tables + a.table_offset[t];
   const int kvd = a.kv_heads * D;
-  const KV* kc = static_cast<const KV*>(a.k_cache);
-  const KV* vc = static_cast<const KV*>(a.v_cache);
+  KV* kc = static_cast<KV*>(const_cast<void*>(a.k_cache));
+  KV* vc = static_cast<KV*>(const_cast<void*>(a.v_cache));
 
-  for (int i = threadIdx.x; i < G * D; i += kThreads)
-    qs[i / D][i % D] = a.q[(static_cast<std::size_t>(t) * a.heads + kvh * G) * D + i] * a.scale;
-  float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};
-  float acc[2][D / 32];
+  // One round's loads for keys [base, base + 32): the lane's K row, every key's V slice.
+  // skip_newest: leave out the newest key (len - 1), which this kernel writes first.
+  int base = j0, nk = 0;
+  bool valid = false;
+  unsigned off = 0;  // element offset of the lane's key row for this KV head (< 2^32 per layer)
+  uint4 kr[kChunks];
+  typename VS::Raw vb[kKeys];
+  auto locate = [&] {
+    nk = min(kKeys, j1 - base);
+    const int j = base + lane;
+    valid = lane < nk;
+    off = valid ? (static_cast<unsigned>(table[j / a.block_size]) * a.block_size + j % a.block_size) * kvd + kvh * D : 0u;
+  };
+  auto load_k = [&](bool skip_newest) {
+    const bool load = valid && !(skip_newest && base + lane == len - 1);
+    const uint4* krow = reinterpret_cast<const uint4*>(kc + off);
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+    for (int c = 0; c < kChunks; ++c) kr[c] = load ? krow[c] : make_uint4(0u, 0u, 0u, 0u);
+  };
+  auto load_v = [&](bool skip_newest) {
 #pragma unroll
-    for (int k = 0; k < D / 32; ++k) acc[h][k] = 0.0f;
+    for (int u = 0; u < kKeys; ++u) {
+      const unsigned o = __shfl_sync(0xffffffffu, off, u);
+      if (u < nk && !(skip_newest && base + u == len - 1))
+        vb[u] = *reinterpret_cast<const typename VS::Raw*>(vc + o + lane * kDL);
+    }
+  };
+  if (g < G) {
+    locate();
+    load_k(fused);
+    load_v(fused);
+  }
+  if (fused) pdl_wait();
+  pdl_launch_dependents();
 
-  for (int base = j0; base < j1; base += kTile) {
-    const int nk = min(kTile, j1 - base);
-    __syncthreads();  // the previous tile is fully used (and q is staged on the first pass)
-    // Stage K and V: 4 values per thread per step, all loads of the tile issued together.
-    constexpr int kQuads = kTile * D / 4;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < kQuads; i += kThreads) {
-      const int j = i / (D / 4), d0 = (i % (D / 4)) * 4;
-      if (j < nk) {
-        const int pos = base + j;
-        const std::size_t slot = static_cast<std::size_t>(table[pos / a.block_size]) * a.block_size + pos % a.block_size;
-        const std::size_t off = slot * kvd + static_cast<std::size_t>(kvh) * D;
-        stage_row<KV>(kc + off, ks[j], d0, D);
-        stage_row<KV>(vc + off, vs[j], d0, D);
+  if (rope.qkv) {
+    // Rotary embedding, as kernels/rope_kv.cu computes it, for this group's q heads (scaled into
+    // qs) and, in the split holding the newest key, for k (then k and v go into the cache).
+    constexpr int kHalf = D / 2;
+    const int qd = a.heads * D;
+    const float* row = rope.qkv + static_cast<std::size_t>(t) * (qd + 2 * kvd);
+    const std::int32_t* pos = rope.positions + 3 * t;
+    const bool writes_kv = split == active - 1;
+    const int pairs = (G + (writes_kv ? 1 : 0)) * kHalf;
+    KV* kh = kc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
+    for (int i = threadIdx.x; i < pairs; i += kThreads) {
+      const int h = i / kHalf, p = i % kHalf;
+      const int which = p < rope.section0 ? 0 : (p < rope.section0 + rope.section1 ? 1 : 2);
+      const float f = static_cast<float>(pos[which]) * rope.inv_freq[p];
+      float sn, cs;
+      sincosf(f, &sn, &cs);
+      const int off = h < G ? (kvh * G + h) * D : qd + kvh * D;
+      float x1 = row[off + p], x2 = row[off + p + kHalf];
+      if (rope.bias) {
+        x1 += rope.bias[off + p];
+        x2 += rope.bias[off + p + kHalf];
+      }
+      const float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
+      if (h < G) {
+        qs[h][p] = y1 * a.scale;
+        qs[h][p + kHalf] = y2 * a.scale;
+      } else {
+        store_elem(kh, p, y1);
+        store_elem(kh, p + kHalf, y2);
       }
     }
-    __syncthreads();
-    // Scores: warp w, lane = key, heads w and w + kWarps.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int g = warp + h * kWarps;
-      if (g >= G) break;
-      float s = -FLT_MAX;
-      if (lane < nk) {
-        s = 0.0f;
-#pragma unroll 16
-        for (int d = 0; d < D; ++d) s += qs[g][d] * ks[lane][d];
-      }
-      float mx = s;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float m_new = fmaxf(m[h], mx);
-      const float p = lane < nk ? expf(s - m_new) : 0.0f;
-      float sum = p;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      const float corr = expf(m[h] - m_new);
-      l[h] = l[h] * corr + sum;
-      m[h] = m_new;
-      ps[g][lane] = p;
-      __syncwarp();
-#pragma unroll
-      for (int k = 0; k < D / 32; ++k) {
-        float o = acc[h][k] * corr;
-        for (int j = 0; j < nk; ++j) o += ps[g][j] * vs[j][lane + 32 * k];
-        acc[h][k] = o;
-      }
-      __syncwarp();
+    if (writes_kv) {
+      const int vo = qd + kvd + kvh * D;
+      KV* vh = vc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
+      for (int i = threadIdx.x; i < D; i += kThreads) store_elem(vh, i, row[vo + i] + (rope.bias ? rope.bias[vo + i] : 0.0f));
     }
+  } else {
+    for (int i = threadIdx.x; i < G * D; i += kThreads)
+      qs[i / D][i % D] = a.q[(static_cast<std::size_t>(t) * a.heads + kvh * G) * D + i] * a.scale;
+  }
+  __syncthreads();  // qs ready, and the newest K/V rows (written above) visible to the block
+  if (g >= G) return;
+  if (fused && len - 1 < base + nk) {  // the newest key is in the first round: load it now
+    const int jn = len - 1 - base;
+    if (lane == jn) {
+      const uint4* krow = reinterpret_cast<const uint4*>(kc + off);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) kr[c] = krow[c];
+    }
+    const unsigned o = __shfl_sync(0xffffffffu, off, jn);
+#pragma unroll
+    for (int u = 0; u < kKeys; ++u)
+      if (u == jn) vb[u] = *reinterpret_cast<const typename VS::Raw*>(vc + o + lane * kDL);
   }
 
-  // One split: the result is final.
-  if (active == 1) {
+  float m = -FLT_MAX, l = 0.0f, acc[kDL];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int g = warp + h * kWarps;
-      if (g >= G) break;
-      Out* o = static_cast<Out*>(a.out) + (static_cast<std::size_t>(t) * a.heads + kvh * G + g) * D;
+  for (int k = 0; k < kDL; ++k) acc[k] = 0.0f;
+  const float4* q4 = reinterpret_cast<const float4*>(qs[g]);
+
+#pragma unroll 1
+  for (;;) {
+    // The lane's score (four partial sums for latency), then the online softmax.
+    float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int k = 0; k < D / 32; ++k) store_elem(o, lane + 32 * k, acc[h][k] / l[h]);
+    for (int c = 0; c < kChunks; ++c) {
+      float kf[kPer16];
+      Vec<KV>::unpack16(kr[c], kf);
+#pragma unroll
+      for (int e = 0; e < kPer16 / 4; ++e) {
+        const float4 q = q4[c * (kPer16 / 4) + e];
+        s4[0] = fmaf(q.x, kf[4 * e], s4[0]);
+        s4[1] = fmaf(q.y, kf[4 * e + 1], s4[1]);
+        s4[2] = fmaf(q.z, kf[4 * e + 2], s4[2]);
+        s4[3] = fmaf(q.w, kf[4 * e + 3], s4[3]);
+      }
     }
+    const float sc_ = valid ? (s4[0] + s4[1]) + (s4[2] + s4[3]) : -FLT_MAX;
+    const float m_new = fmaxf(m, warp_max(sc_));
+    const float p = valid ? expf(sc_ - m_new) : 0.0f;
+    const float corr = expf(m - m_new);
+    l = l * corr + warp_sum(p);
+    m = m_new;
+#pragma unroll
+    for (int k = 0; k < kDL; ++k) acc[k] *= corr;
+    // The next round's K rows go out now (behind this round's P V); its V slices after it.
+    const int nk_now = nk;
+    const bool more = base + kKeys < j1;
+    if (more) {
+      base += kKeys;
+      locate();
+      load_k(false);
+    }
+    // P V over this round's keys (their V slices are in registers).
+#pragma unroll
+    for (int jj = 0; jj < kKeys; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      if (jj < nk_now) {
+        float vf[kDL];
+        VS::unpack(vb[jj], vf);
+#pragma unroll
+        for (int k = 0; k < kDL; ++k) acc[k] = fmaf(pj, vf[k], acc[k]);
+      }
+    }
+    if (!more) break;
+    load_v(false);
+  }
+
+  const std::size_t head = static_cast<std::size_t>(t) * a.heads + kvh * G + g;
+  if (active == 1) {  // the context fits one split: the result is final
+    Out* o = static_cast<Out*>(a.out) + head * D;
+    const float inv = 1.0f / l;
+#pragma unroll
+    for (int k = 0; k < kDL; ++k) store_elem(o, lane * kDL + k, acc[k] * inv);
     return;
   }
-  // Partial result of this split: partial[t][head][split] = (m, l, acc[D]).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int g = warp + h * kWarps;
-    if (g >= G) break;
-    float* p = partial + ((static_cast<std::size_t>(t) * a.heads + kvh * G + g) * kSplits + split) * (D + 2);
-    if (lane == 0) {
-      p[0] = m[h];
-      p[1] = l[h];
-    }
-#pragma unroll
-    for (int k = 0; k < D / 32; ++k) p[2 + lane + 32 * k] = acc[h][k];
+  // Partial result of this split; the last block of the (token, KV head) to finish merges them.
+  const std::size_t at = head * kSplits + split;
+  if (lane == 0) {
+    sc.ml[2 * at] = m;
+    sc.ml[2 * at + 1] = l;
   }
-  // The last split to finish merges all of them.
+#pragma unroll
+  for (int k = 0; k < kDL; ++k) sc.o[at * D + lane * kDL + k] = acc[k];
   __threadfence();
-  __syncthreads();
+  // Warps g >= G returned above: count the group's warps on a named barrier instead of the block.
+  asm volatile("bar.sync 1, %0;" ::"r"(G * 32) : "memory");
   if (threadIdx.x == 0) {
-    int* counter = counters + t * a.kv_heads + kvh;
+    int* counter = sc.counters + t * a.kv_heads + kvh;
     const int ticket = atomicAdd(counter, 1);
     last_flag = ticket == active - 1;
     if (last_flag) *counter = 0;  // ready for the next launch
   }
-  __syncthreads();
+  asm volatile("bar.sync 1, %0;" ::"r"(G * 32) : "memory");
   if (!last_flag) return;
   __threadfence();
-  // Merge: lanes read the splits' (m, l) in parallel (splits lane and lane + 32), the weights go to
-  // shared memory, then every lane sums its dims over the splits with independent loads in flight.
-  __shared__ float sw[kMaxGroup][kSplits];
-  static_assert(kSplits <= 64, "two splits per lane");
+  // Last block: warp g merges head g over the splits, lane s reading split s's (max, sum).
+  const std::size_t at0 = head * kSplits;
+  const int s0 = lane, s1 = lane + 32;
+  const float m0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0)) : -FLT_MAX;
+  const float m1 = s1 < active ? __ldcg(sc.ml + 2 * (at0 + s1)) : -FLT_MAX;
+  const float l0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0) + 1) : 0.0f;
+  const float l1 = s1 < active ? __ldcg(sc.ml + 2 * (at0 + s1) + 1) : 0.0f;
+  const float M = warp_max(fmaxf(m0, m1));
+  const float w0 = s0 < active ? expf(m0 - M) : 0.0f, w1 = s1 < active ? expf(m1 - M) : 0.0f;
+  const float Ltot = warp_sum(l0 * w0 + l1 * w1);
+  float o[kDL];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int g = warp + h * kWarps;
-    if (g >= G) break;
-    const float* base = partial + (static_cast<std::size_t>(t) * a.heads + kvh * G + g) * kSplits * (D + 2);
-    const int s0 = lane, s1 = lane + 32;
-    const float m0 = s0 < active ? __ldcg(base + s0 * (D + 2)) : -FLT_MAX;
-    const float m1 = s1 < active ? __ldcg(base + s1 * (D + 2)) : -FLT_MAX;
-    const float l0 = s0 < active ? __ldcg(base + s0 * (D + 2) + 1) : 0.0f;
-    const float l1 = s1 < active ? __ldcg(base + s1 * (D + 2) + 1) : 0.0f;
-    float mm = fmaxf(m0, m1);
+  for (int k = 0; k < kDL; ++k) o[k] = 0.0f;
+#pragma unroll 16
+  for (int s = 0; s < active; ++s) {
+    const float w = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
+    const float* src = sc.o + (at0 + s) * D + lane * kDL;
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, off));
-    const float w0 = s0 < active ? expf(m0 - mm) : 0.0f, w1 = s1 < active ? expf(m1 - mm) : 0.0f;
-    float ll = l0 * w0 + l1 * w1;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, off);
-    if (s0 < active) sw[g][s0] = w0;
-    if (s1 < active) sw[g][s1] = w1;
-    __syncwarp();
-    float o[D / 32];
-#pragma unroll
-    for (int k = 0; k < D / 32; ++k) o[k] = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < active; ++s) {
-      const float* p = base + s * (D + 2) + 2 + lane;
-      const float w = sw[g][s];
-#pragma unroll
-      for (int k = 0; k < D / 32; ++k) o[k] += __ldcg(p + 32 * k) * w;
-    }
-    Out* out = static_cast<Out*>(a.out) + (static_cast<std::size_t>(t) * a.heads + kvh * G + g) * D;
-    const float inv = 1.0f / ll;
-#pragma unroll
-    for (int k = 0; k < D / 32; ++k) store_elem(out, lane + 32 * k, o[k] * inv);
+    for (int k = 0; k < kDL; ++k) o[k] = fmaf(w, __ldcg(src + k), o[k]);
   }
+  Out* out = static_cast<Out*>(a.out) + head * D;
+  const float inv = 1.0f / Ltot;
+#pragma unroll
+  for (int k = 0; k < kDL; ++k) store_elem(out, lane * kDL + k, o[k] * inv);
 }
 
 template <int D, typename KV>
-void launch_out(const AttentionArgs& a, float* partial, int* counters, cudaStream_t stream) {
+void launch_kv(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
   const dim3 grid(a.n, a.kv_heads, kSplits);
   switch (a.out_type) {
-    case ElemType::f32:
-      launch_pdl(decode_attention_kernel<D, KV, float>, grid, kThreads, 0, stream, a, partial, counters);
-      break;
+    case ElemType::f32: launch_pdl(decode_attention_kernel<D, KV, float>, grid, kThreads, 0, stream, a, r, s); break;
     case ElemType::bf16:
-      launch_pdl(decode_attention_kernel<D, KV, __nv_bfloat16>, grid, kThreads, 0, stream, a, partial, counters);
+      launch_pdl(decode_attention_kernel<D, KV, __nv_bfloat16>, grid, kThreads, 0, stream, a, r, s);
       break;
-    case ElemType::f16:
-      launch_pdl(decode_attention_kernel<D, KV, __half>, grid, kThreads, 0, stream, a, partial, counters);
-      break;
+    case ElemType::f16: launch_pdl(decode_attention_kernel<D, KV, __half>, grid, kThreads, 0, stream, a, r, s); break;
   }
 }
 
 template <int D>
-void launch_d(const AttentionArgs& a, float* partial, int* counters, cudaStream_t stream) {
+void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
   if (a.kv_type == ElemType::bf16)
-    launch_out<D, __nv_bfloat16>(a, partial, counters, stream);
+    launch_kv<D, __nv_bfloat16>(a, r, s, stream);
   else
-    launch_out<D, float>(a, partial, counters, stream);
+    launch_kv<D, float>(a, r, s, stream);
 }
 
-std::size_t partial_floats(int n, int heads, int head_dim) {
-  return static_cast<std::size_t>(n) * heads * kSplits * (head_dim + 2);
-}
+std::size_t slots_of(int n, int heads) { return static_cast<std::size_t>(n) * heads * kSplits; }
 
 }  // namespace
 
@@ -239,18 +378,33 @@ bool decode_attention_supports(int heads, int kv_heads, int head_dim) {
 }
 
 std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int head_dim) {
-  return partial_floats(n, heads, head_dim) * sizeof(float) + static_cast<std::size_t>(n) * kv_heads * sizeof(int);
+  return slots_of(n, heads) * (2 + head_dim) * sizeof(float) + static_cast<std::size_t>(n) * kv_heads * sizeof(int);
 }
 
-std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream) {
+std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream, const RopeKvArgs* rope) {
   if (a.n <= 0) return 0;
-  float* partial = static_cast<float*>(scratch);
-  int* counters = reinterpret_cast<int*>(partial + partial_floats(a.n, a.heads, a.head_dim));
+  Scratch s;
+  s.ml = static_cast<float*>(scratch);
+  s.o = s.ml + 2 * slots_of(a.n, a.heads);
+  s.counters = reinterpret_cast<int*>(s.o + slots_of(a.n, a.heads) * a.head_dim);
+  RopeIn r;
+  if (rope) {
+    r.qkv = rope->qkv;
+    r.bias = rope->bias;
+    r.positions = rope->positions;
+    r.inv_freq = rope->inv_freq;
+    r.slots = rope->slots;
+    r.section0 = rope->section0;
+    r.section1 = rope->section1;
+  }
   if (a.head_dim == 128)
-    launch_d<128>(a, partial, counters, stream);
+    launch_d<128>(a, r, s, stream);
   else
-    launch_d<64>(a, partial, counters, stream);
-  return static_cast<std::size_t>(a.n) * a.kv_heads * a.max_ctx * a.head_dim * 2 * elem_size(a.kv_type);
+    launch_d<64>(a, r, s, stream);
+  const std::size_t kv = static_cast<std::size_t>(a.n) * a.kv_heads * a.max_ctx * a.head_dim * 2 * elem_size(a.kv_type);
+  const std::size_t qkv = rope ? static_cast<std::size_t>(a.n) * (a.heads + 2 * a.kv_heads) * a.head_dim * 4
+                               : static_cast<std::size_t>(a.n) * a.heads * a.head_dim * 4;
+  return kv + qkv + static_cast<std::size_t>(a.n) * a.heads * a.head_dim * elem_size(a.out_type);
 }
 
 }  // namespace cosmos::kernels

@@ -1,5 +1,7 @@
 #include "kernels/gemm_lt.h"
 
+#include <algorithm>
+
 namespace cosmos::kernels {
 namespace {
 
@@ -34,7 +36,7 @@ std::string GemmLt::init(void* workspace, std::size_t workspace_bytes) {
 
 // cuBLASLt is column-major: y^T [rows, n] = W [rows, cols] (stored as W^T col-major, ld = cols,
 // op T) x x^T [cols, n] (x row-major = col-major [cols, n], ld = cols, op N).
-std::string GemmLt::plan(const Key& key, Plan& p) {
+std::string GemmLt::describe(const Key& key, Plan& p) {
   const auto [n, rows, cols, accumulate, type_int, out_int] = key;
   const cudaDataType_t t = static_cast<ElemType>(type_int) == ElemType::f16 ? CUDA_R_16F : CUDA_R_16BF;
   const cudaDataType_t out = static_cast<ElemType>(out_int) == ElemType::f32 ? CUDA_R_32F : t;
@@ -45,6 +47,12 @@ std::string GemmLt::plan(const Key& key, Plan& p) {
   LT_TRY(cublasLtMatrixLayoutCreate(&p.a, t, cols, rows, cols));
   LT_TRY(cublasLtMatrixLayoutCreate(&p.b, t, cols, n, cols));
   LT_TRY(cublasLtMatrixLayoutCreate(&p.c, out, rows, n, rows));
+  return {};
+}
+
+std::string GemmLt::candidates(const Key& key, Plan& p, int max_algos,
+                               std::vector<cublasLtMatmulHeuristicResult_t>& out) {
+  const auto [n, rows, cols, accumulate, type_int, out_int] = key;
   cublasLtMatmulPreference_t pref = nullptr;
   LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
   const cublasStatus_t ps = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -53,16 +61,116 @@ std::string GemmLt::plan(const Key& key, Plan& p) {
     cublasLtMatmulPreferenceDestroy(pref);
     return status_text("cublasLtMatmulPreferenceSetAttribute", ps);
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  out.assign(static_cast<std::size_t>(max_algos), cublasLtMatmulHeuristicResult_t{});
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, max_algos, out.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS) return status_text("cublasLtMatmulAlgoGetHeuristic", st);
   if (found == 0)
     return "cublasLtMatmulAlgoGetHeuristic: no algorithm for " + std::to_string(n) + "x" + std::to_string(rows) + "x" +
            std::to_string(cols) + (accumulate ? " (accumulate)" : "");
-  p.algo = result.algo;
+  out.resize(static_cast<std::size_t>(found));
   return {};
+}
+
+GemmLt::Key GemmLt::bucket_of(const Key& key) {
+  Key b = key;
+  int n = 1;
+  while (n < std::get<0>(key)) n *= 2;
+  std::get<0>(b) = n;
+  return b;
+}
+
+// The algorithm for a new shape: the one tuned for its bucket when cuBLASLt accepts it here, else
+// the heuristic's first choice (*tuned_for_bucket tells the caller whether tuning is still due).
+std::string GemmLt::plan(const Key& key, Plan& p, bool* tuned_for_bucket) {
+  if (std::string err = describe(key, p); !err.empty()) return err;
+  *tuned_for_bucket = false;
+  if (auto it = tuned_.find(bucket_of(key)); it != tuned_.end()) {
+    *tuned_for_bucket = true;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &it->second, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspace_bytes_) {
+      p.algo = it->second;
+      return {};
+    }
+  }
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  if (std::string err = candidates(key, p, 1, found); !err.empty()) return err;
+  p.algo = found[0].algo;
+  return {};
+}
+
+namespace {
+
+void destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (op) cublasLtMatmulDescDestroy(op);
+}
+
+}  // namespace
+
+std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, int rows, int cols, bool accumulate,
+                                           ElemType type, ElemType out_type, cudaStream_t stream, int max_algos,
+                                           int reps, std::string& error) {
+  std::vector<float> times;
+  error.clear();
+  const Key key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type)};
+  Plan p;
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  void* scratch = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  auto cleanup = [&] {
+    destroy(p.op, p.a, p.b, p.c);
+    if (scratch) cudaFree(scratch);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+  };
+  if ((error = describe(key, p)).empty()) error = candidates(key, p, max_algos, found);
+  const std::size_t out_bytes = static_cast<std::size_t>(rows) * n * elem_size(out_type);
+  if (error.empty() && cudaMalloc(&scratch, out_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    scratch = nullptr;
+    error = "no memory for a " + std::to_string(out_bytes >> 20) + " MiB tuning output";
+  }
+  if (error.empty() && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess))
+    error = "cudaEventCreate failed";
+  const float alpha = 1.0f, beta = 0.0f;
+  for (std::size_t i = 0; error.empty() && i < found.size(); ++i) {
+    std::vector<float> t;
+    for (int r = 0; r <= reps && error.empty(); ++r) {  // r == 0: warm-up
+      cudaEventRecord(e0, stream);
+      const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, scratch, p.c, scratch,
+                                               p.c, &found[i].algo, workspace_, workspace_bytes_, stream);
+      cudaEventRecord(e1, stream);
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        t.assign(1, 1e30f);  // this candidate cannot run here: never picked
+        break;
+      }
+      if (cudaEventSynchronize(e1) != cudaSuccess) {
+        error = "cudaEventSynchronize failed while timing GEMM algorithms";
+        break;
+      }
+      float ms = 0.0f;
+      cudaEventElapsedTime(&ms, e0, e1);
+      if (r > 0) t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    if (error.empty()) times.push_back(t[t.size() / 2]);
+  }
+  if (error.empty() && times.empty()) error = "no GEMM candidate ran";
+  // Remember the winner for the bucket (used by run() for later plans).
+  if (error.empty()) {
+    const std::size_t best = static_cast<std::size_t>(std::min_element(times.begin(), times.end()) - times.begin());
+    tuned_[bucket_of(key)] = found[best].algo;
+  } else {
+    times.clear();
+  }
+  cleanup();
+  return times;
 }
 
 std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, int cols, bool accumulate, ElemType type,
@@ -75,12 +183,18 @@ std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, 
   const Key key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type)};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
+    bool tuned = false;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &capturing);
+    if (autotune_ && n >= kTuneMinTokens && capturing == cudaStreamCaptureStatusNone &&
+        tuned_.find(bucket_of(key)) == tuned_.end()) {
+      // Tuning failures (for example no memory for the scratch output) keep the heuristic's choice.
+      std::string ignored;
+      (void)time_candidates(w, x, n, rows, cols, accumulate, type, out_type, stream, kTuneCandidates, 2, ignored);
+    }
     Plan p;
-    if (std::string err = plan(key, p); !err.empty()) {
-      if (p.a) cublasLtMatrixLayoutDestroy(p.a);
-      if (p.b) cublasLtMatrixLayoutDestroy(p.b);
-      if (p.c) cublasLtMatrixLayoutDestroy(p.c);
-      if (p.op) cublasLtMatmulDescDestroy(p.op);
+    if (std::string err = plan(key, p, &tuned); !err.empty()) {
+      destroy(p.op, p.a, p.b, p.c);
       return err;
     }
     it = plans_.emplace(key, p).first;

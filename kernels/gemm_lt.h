@@ -2,14 +2,19 @@
 //   y[n, rows] = x[n, cols] (bf16 or fp16) . W[rows, cols]^T (same type)  (+ y when accumulate)
 // fp32 accumulation; y fp32, or the input type (halves the bytes of wide outputs such as gate/up);
 // `accumulate` adds the residual in place (beta = 1, C = D = y, fp32 only).
-// One GemmLt per stream owner: it holds the cuBLASLt handle, a workspace and the heuristic's
-// choice per shape (looked up once, outside any graph capture).
+// One GemmLt per stream owner: it holds the cuBLASLt handle, a workspace and the algorithm per
+// shape (looked up once, outside any graph capture). Autotuning (on unless set_autotune(false)):
+// the first product with n >= kTuneMinTokens of each (rows, cols, types) and power-of-two bucket of
+// n times cuBLASLt's candidate algorithms on its real inputs (writing a scratch output, never y)
+// and keeps the fastest for the bucket; other sizes in the bucket reuse it when cuBLASLt accepts it
+// for their shape. This costs a few hundred milliseconds once per bucket.
 #pragma once
 
 #include <cstddef>
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -34,6 +39,16 @@ class GemmLt {
   std::string run(const void* w, const void* x, void* y, int n, int rows, int cols, bool accumulate, ElemType type,
                   cudaStream_t stream, ElemType out_type = ElemType::f32);
 
+  // Times up to max_algos of cuBLASLt's candidate algorithms for this product on these inputs
+  // (output to a scratch allocation, y is not touched), median of `reps` runs each, in ms; entry 0
+  // is the heuristic's first choice. Empty with `error` set on failure. For benchmarks and tuning.
+  std::vector<float> time_candidates(const void* w, const void* x, int n, int rows, int cols, bool accumulate,
+                                     ElemType type, ElemType out_type, cudaStream_t stream, int max_algos, int reps,
+                                     std::string& error);
+  void set_autotune(bool on) { autotune_ = on; }
+  static constexpr int kTuneMinTokens = 256;
+  static constexpr int kTuneCandidates = 8;
+
   // Bytes a product moves at least (W, x, y read/written once), for GB/s.
   static std::size_t bytes(int n, int rows, int cols, bool accumulate, ElemType out_type = ElemType::f32) {
     return static_cast<std::size_t>(rows) * cols * 2 + static_cast<std::size_t>(n) * cols * 2 +
@@ -47,12 +62,17 @@ class GemmLt {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, bool, int, int>;  // n, rows, cols, accumulate, type, out type
-  std::string plan(const Key& key, Plan& out);
+  std::string plan(const Key& key, Plan& out, bool* tuned_for_bucket);
+  std::string describe(const Key& key, Plan& p);  // op and layouts
+  std::string candidates(const Key& key, Plan& p, int max_algos, std::vector<cublasLtMatmulHeuristicResult_t>& out);
+  static Key bucket_of(const Key& key);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
+  std::map<Key, cublasLtMatmulAlgo_t> tuned_;  // by bucket_of(key)
+  bool autotune_ = true;
 };
 
 }  // namespace cosmos::kernels

@@ -6,10 +6,13 @@
 // cache (the chain's weights are 14 GB), so the figures are DRAM figures.
 //   bench_kernels            the report (tests/gpu/run.sh prints its last line)
 //   bench_kernels --sweep    also the chain under several launch shapes (GemvTuning)
+// Last, the prefill GEMMs of one layer (cuBLASLt, bf16) at 512, 2,048 and 4,096 tokens: the
+// heuristic's first algorithm against the fastest of its candidates (what GemmLt's autotuning picks).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -17,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_info.cuh"
+#include "kernels/gemm_lt.h"
 #include "kernels/gemv.cuh"
 #include "kernels/pdl.cuh"
 
@@ -275,6 +279,64 @@ float time_chain(const Chain& c, bool pdl) {
   return ms * 1e3f;
 }
 
+// Prefill GEMMs of one 7B layer through GemmLt::time_candidates: heuristic choice vs the fastest.
+void bench_gemms() {
+  struct G {
+    const char* name;
+    int rows, cols;
+    bool accumulate, out_bf16;
+  };
+  const G shapes[] = {{"qkv", kQkv, kH, false, false},
+                      {"o + residual", kH, kH, true, false},
+                      {"gate/up (bf16 out)", 2 * kFF, kH, false, true},
+                      {"down + residual", kH, kFF, true, false}};
+  const int max_n = 4096;
+  __nv_bfloat16 *w = nullptr, *x = nullptr;
+  void* ws = nullptr;
+  const std::size_t ws_bytes = 32u << 20;
+  CHECK(cudaMalloc(&w, static_cast<std::size_t>(2 * kFF) * kH * 2));
+  CHECK(cudaMalloc(&x, static_cast<std::size_t>(max_n) * kFF * 2));
+  CHECK(cudaMalloc(&ws, ws_bytes));
+  fill<<<2048, 256>>>(w, static_cast<std::size_t>(2 * kFF) * kH, 5u, 0.1f, 0.0f);
+  fill<<<2048, 256>>>(x, static_cast<std::size_t>(max_n) * kFF, 6u, 1.0f, 0.0f);
+  CHECK(cudaDeviceSynchronize());
+  cosmos::kernels::GemmLt g;
+  if (std::string err = g.init(ws, ws_bytes); !err.empty()) {
+    std::printf("cuBLASLt: %s\n", err.c_str());
+    return;
+  }
+  std::printf("\nprefill GEMMs of one layer (cuBLASLt bf16, fp32 accumulate; median of 5 per algorithm)\n");
+  std::printf("  %6s %-20s %10s %9s %10s %9s %5s %5s\n", "tokens", "product", "heur. us", "TFLOP/s", "best us", "TFLOP/s",
+              "algo", "of");
+  for (const int n : {512, 2048, max_n}) {
+    double layer_h = 0, layer_b = 0, flops_layer = 0;
+    for (const G& s : shapes) {
+      std::string err;
+      const auto t = g.time_candidates(w, x, n, s.rows, s.cols, s.accumulate, cosmos::kernels::ElemType::bf16,
+                                       s.out_bf16 ? cosmos::kernels::ElemType::bf16 : cosmos::kernels::ElemType::f32,
+                                       nullptr, cosmos::kernels::GemmLt::kTuneCandidates, 5, err);
+      if (t.empty()) {
+        std::printf("  %6d %-20s %s\n", n, s.name, err.c_str());
+        continue;
+      }
+      const std::size_t best = static_cast<std::size_t>(std::min_element(t.begin(), t.end()) - t.begin());
+      const double flops = 2.0 * n * s.rows * s.cols;
+      std::printf("  %6d %-20s %10.0f %9.0f %10.0f %9.0f %5zu %5zu\n", n, s.name, t[0] * 1e3, flops / (t[0] * 1e-3) / 1e12,
+                  t[best] * 1e3, flops / (t[best] * 1e-3) / 1e12, best, t.size());
+      layer_h += t[0];
+      layer_b += t[best];
+      flops_layer += flops;
+    }
+    std::printf("  %6d %-20s %10.0f %9.0f %10.0f %9.0f   -> 28 layers: %.1f ms heuristic, %.1f ms tuned\n", n, "layer",
+                layer_h * 1e3, flops_layer / (layer_h * 1e-3) / 1e12, layer_b * 1e3,
+                flops_layer / (layer_b * 1e-3) / 1e12, 28 * layer_h, 28 * layer_b);
+    std::fflush(stdout);
+  }
+  CHECK(cudaFree(w));
+  CHECK(cudaFree(x));
+  CHECK(cudaFree(ws));
+}
+
 struct ChainResult {
   const char* type;
   bool pdl;
@@ -392,6 +454,8 @@ int main(int argc, char** argv) {
   CHECK(cudaFree(c.act));
   CHECK(cudaFree(c.logits));
   CHECK(cudaStreamDestroy(c.stream));
+
+  bench_gemms();
 
   // Last line (tests/gpu/run.sh prints it as the summary): the bf16 chain with PDL on.
   const ChainResult* best = &results[0];

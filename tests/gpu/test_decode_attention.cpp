@@ -1,8 +1,10 @@
 // decode_attention (flash-decoding) against a float64 CPU reference and the reference kernel, on
 // the 7B model's attention shape (28 query heads, 4 KV heads, head_dim 128) over a shuffled paged
 // cache in fp32 and in bf16 (the reference then reads the same rounded values), for context lengths
-// that fit one split, end inside a tile and span every split; output poisoned with NaN first. Each
-// case launches twice: the second launch checks the split counters were left at zero.
+// that fit one split (<= 256 keys), end inside a warp's 32 keys, span every split and take two
+// rounds per split (8,193); output poisoned with NaN first. Each case launches twice: the second
+// launch checks the split counters were left at zero. The fused RoPE path is checked against
+// launch_rope_kv followed by the unfused kernel: same output, same cache rows written.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -35,7 +37,7 @@ TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
   const std::vector<int> lens = std::get<0>(GetParam());
   const bool kv_bf16 = std::get<1>(GetParam());
   const int heads = 28, kv_heads = 4, D = 128, bs = 16, n = static_cast<int>(lens.size());
-  const int max_ctx = 4096, blocks = max_ctx / bs * n;
+  const int max_ctx = 8448, blocks = max_ctx / bs * n;
   std::mt19937 rng(static_cast<unsigned>(lens.back()));
   std::normal_distribution<float> normal;
   std::vector<float> q(static_cast<std::size_t>(n) * heads * D), k(static_cast<std::size_t>(blocks) * bs * kv_heads * D),
@@ -142,8 +144,139 @@ TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
 INSTANTIATE_TEST_SUITE_P(Lengths, GpuDecodeAttention,
                          ::testing::Combine(::testing::Values(std::vector<int>{1}, std::vector<int>{64}, std::vector<int>{65},
                                            std::vector<int>{1, 300, 3001}, std::vector<int>{4096, 17},
-                                           std::vector<int>{2047, 33, 2048}),
+                                           std::vector<int>{2047, 33, 2048}, std::vector<int>{256, 257, 8193}),
                          ::testing::Bool()));
+
+class GpuDecodeAttentionRope : public GpuDecodeAttention {};
+
+TEST_P(GpuDecodeAttentionRope, FusedRopeEqualsRopeThenAttention) {
+  const std::vector<int> lens = std::get<0>(GetParam());
+  const bool kv_bf16 = std::get<1>(GetParam());
+  const int heads = 28, kv_heads = 4, D = 128, bs = 16, n = static_cast<int>(lens.size());
+  const int max_ctx = 8448, per_seq = max_ctx / bs, blocks = per_seq * n;
+  const int width = (heads + 2 * kv_heads) * D;
+  std::mt19937 rng(static_cast<unsigned>(lens.back()) + 99);
+  std::normal_distribution<float> normal;
+  std::vector<float> qkv(static_cast<std::size_t>(n) * width), bias(width), cache(static_cast<std::size_t>(blocks) * bs * kv_heads * D);
+  for (auto* x : {&qkv, &bias, &cache})
+    for (auto& e : *x) e = normal(rng);
+  std::vector<float> inv_freq(D / 2);
+  for (int i = 0; i < D / 2; ++i) inv_freq[i] = std::pow(1e6f, -2.0f * i / D);
+  std::vector<int> perm(blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<std::int32_t> tables(perm.begin(), perm.end()), offsets(n), ctx(lens.begin(), lens.end()), slots(n), pos(3 * n);
+  for (int t = 0; t < n; ++t) {
+    offsets[t] = t * per_seq;
+    const int p = lens[t] - 1;  // the newest token of each sequence
+    slots[t] = tables[offsets[t] + p / bs] * bs + p % bs;
+    pos[3 * t] = p;
+    pos[3 * t + 1] = p / 3;  // M-RoPE: three position components (sections 16, 24, 24)
+    pos[3 * t + 2] = p / 7;
+  }
+  const std::size_t es = kv_bf16 ? 2 : 4;
+  std::vector<__nv_bfloat16> cache_b(cache.size());
+  for (std::size_t i = 0; i < cache.size(); ++i) cache_b[i] = __float2bfloat16(cache[i]);
+  auto upload_cache = [&]() -> void* {
+    return kv_bf16 ? static_cast<void*>(testing::upload(cache_b)) : static_cast<void*>(testing::upload(cache));
+  };
+  void *k1 = upload_cache(), *v1 = upload_cache(), *k2 = upload_cache(), *v2 = upload_cache();
+  auto *dqkv = upload(qkv), *dbias = upload(bias), *dfreq = upload(inv_freq);
+  auto *dtab = upload(tables), *doff = upload(offsets), *dctx = upload(ctx), *dslots = upload(slots), *dpos = upload(pos);
+  float *dq = nullptr, *out1 = nullptr, *out2 = nullptr;
+  const std::size_t qn = static_cast<std::size_t>(n) * heads * D;
+  ASSERT_EQ(cudaMalloc(&dq, qn * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out1, qn * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out2, qn * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(out2, 0xFF, qn * 4), cudaSuccess);
+  void* scratch = nullptr;
+  const std::size_t scratch_bytes = kernels::decode_attention_scratch_bytes(n, heads, kv_heads, D);
+  ASSERT_EQ(cudaMalloc(&scratch, scratch_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(scratch, 0, scratch_bytes), cudaSuccess);
+
+  kernels::RopeKvArgs r;
+  r.qkv = dqkv;
+  r.bias = dbias;
+  r.positions = dpos;
+  r.inv_freq = dfreq;
+  r.slots = dslots;
+  r.q = dq;
+  r.k_cache = k1;
+  r.v_cache = v1;
+  r.kv_type = kv_bf16 ? kernels::ElemType::bf16 : kernels::ElemType::f32;
+  r.n = n;
+  r.heads = heads;
+  r.kv_heads = kv_heads;
+  r.head_dim = D;
+  r.section0 = 16;
+  r.section1 = 24;
+  kernels::AttentionArgs a;
+  a.q = dq;
+  a.k_cache = k1;
+  a.v_cache = v1;
+  a.kv_type = r.kv_type;
+  a.block_tables = dtab;
+  a.table_offset = doff;
+  a.ctx_len = dctx;
+  a.out = out1;
+  a.n = n;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = D;
+  a.block_size = bs;
+  a.max_ctx = max_ctx;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  kernels::launch_rope_kv(r, nullptr);
+  kernels::launch_decode_attention(a, scratch, nullptr);
+  a.k_cache = r.k_cache = k2;
+  a.v_cache = r.v_cache = v2;
+  a.q = nullptr;  // the fused path must not read it
+  a.out = out2;
+  kernels::launch_decode_attention(a, scratch, nullptr, &r);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  std::vector<float> o1(qn), o2(qn);
+  ASSERT_EQ(cudaMemcpy(o1.data(), out1, qn * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(o2.data(), out2, qn * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < qn; ++i) {
+    ASSERT_FALSE(std::isnan(o2[i])) << "output " << i << " not written";
+    num += (o2[i] - o1[i]) * (o2[i] - o1[i]);
+    den += o1[i] * o1[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-6);  // same arithmetic up to contraction
+  // The cache rows of the new tokens: what rope_kv wrote (within one rounding of the cache type).
+  const std::size_t row = static_cast<std::size_t>(kv_heads) * D;
+  for (int t = 0; t < n; ++t)
+    for (int which = 0; which < 2; ++which) {
+      std::vector<unsigned char> c1(row * es), c2(row * es);
+      const std::size_t at = static_cast<std::size_t>(slots[t]) * row * es;
+      ASSERT_EQ(cudaMemcpy(c1.data(), static_cast<char*>(which ? v1 : k1) + at, c1.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(c2.data(), static_cast<char*>(which ? v2 : k2) + at, c2.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (std::size_t i = 0; i < row; ++i) {
+        float x1, x2;
+        if (kv_bf16) {
+          x1 = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(c1.data())[i]);
+          x2 = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(c2.data())[i]);
+        } else {
+          x1 = reinterpret_cast<const float*>(c1.data())[i];
+          x2 = reinterpret_cast<const float*>(c2.data())[i];
+        }
+        ASSERT_NEAR(x2, x1, (kv_bf16 ? 8e-3f : 1e-5f) * (1.0f + std::fabs(x1)))
+            << (which ? "v" : "k") << " row of token " << t << ", element " << i;
+      }
+    }
+  for (void* p : {k1, v1, k2, v2, static_cast<void*>(dqkv), static_cast<void*>(dbias), static_cast<void*>(dfreq),
+                  static_cast<void*>(dtab), static_cast<void*>(doff), static_cast<void*>(dctx), static_cast<void*>(dslots),
+                  static_cast<void*>(dpos), static_cast<void*>(dq), static_cast<void*>(out1), static_cast<void*>(out2), scratch})
+    cudaFree(p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Lengths, GpuDecodeAttentionRope,
+                         ::testing::Combine(::testing::Values(std::vector<int>{1}, std::vector<int>{256},
+                                                              std::vector<int>{257, 33, 4096}, std::vector<int>{8193, 1000}),
+                                            ::testing::Bool()));
 
 }  // namespace
 }  // namespace cosmos

@@ -117,7 +117,10 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     r.head_dim = D;
     r.section0 = sec0;
     r.section1 = sec1;
-    kernels::launch_rope_kv(r, stream_);
+    // Decode steps with one new token per sequence: RoPE and the KV write run inside the attention
+    // kernel (one launch per layer instead of two).
+    const bool fuse_rope = decode_att && o.n_seqs == N;
+    if (!fuse_rope) kernels::launch_rope_kv(r, stream_);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     void* att_in = att_;  // what the o product reads
     if (prefill_att) {
@@ -166,7 +169,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.max_ctx = max_ctx;
       a.scale = scale;
       if (decode_att)
-        kernels::launch_decode_attention(a, decode_scratch_, stream_);
+        kernels::launch_decode_attention(a, decode_scratch_, stream_, fuse_rope ? &r : nullptr);
       else
         kernels::launch_attention(a, stream_);
     }
