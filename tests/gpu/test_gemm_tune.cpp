@@ -3,7 +3,7 @@
 // winner. Checks that the tuned path computes the same product as a float64 reference, that tuning
 // never touches y (with accumulate, y = residual + W x exactly once), and that a second size in the
 // same bucket and a size in another bucket are right too. Relative L2 error bound 1e-4 (fp32
-// accumulation of exact bf16 products; see test_ops.cpp section 6 for the per-element bound).
+// accumulation of exact bf16 products; see test_ops_matmul.cpp, section 6 for the per-element bound).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
