@@ -118,10 +118,11 @@ struct Scratch {
 // and the block holding the newest key writes that key's K and V rows into the cache (valid when
 // every token of the launch belongs to a different sequence).
 //
-// Code size matters more than instruction count: a decode step runs this kernel once per layer with
-// a few rounds per block, so most instructions are fetched cold. A first version (8 heads per warp,
-// fully unrolled: 142 KB of machine code) took 32 us at 10 keys of context, almost all of it
-// instruction fetch. Here only the per-key bodies are unrolled.
+// What the decode step pays for this kernel is mostly its latency chain after the q/k/v product
+// (metadata, the q/k/v row, RoPE, the K/V rows), so with `rope` the first round's K/V loads go out
+// before pdl_wait (docs/PERFORMANCE.md, session 3). Loop bodies are unrolled per key, the loops are
+// not: an 8-heads-per-warp version unrolled over everything was 142 KB of machine code and ran
+// 32 us alone at 10 keys of context (ncu), this one ~27 KB and 8.5 us.
 template <int D, typename KV, typename Out>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const AttentionArgs a, const RopeIn rope, const Scratch sc) {
