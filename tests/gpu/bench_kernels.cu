@@ -199,8 +199,9 @@ void fill_chain(const Chain& c) {
 
 // 28 x [norm + qkv + bias, o + residual, norm + gate/up + swiglu, down + residual] + norm + lm_head:
 // 113 launches. o reads the q part of the qkv output (attention is not part of this benchmark).
+// kinds: bit 0 q/k/v, 1 o, 2 gate/up, 3 down, 4 lm_head (all by default).
 template <typename T>
-void enqueue_chain(const Chain& c, const Layout<T>& l) {
+void enqueue_chain(const Chain& c, const Layout<T>& l, unsigned kinds = 31u) {
   using cosmos::kernels::GemvArgsT;
   const float eps = 1e-6f;
   for (const auto& L : l.layers) {
@@ -213,7 +214,7 @@ void enqueue_chain(const Chain& c, const Layout<T>& l) {
     qkv.cols = kH;
     qkv.norm_weight = L.in_norm;
     qkv.norm_eps = eps;
-    cosmos::kernels::launch_gemv(qkv, c.stream);
+    if (kinds & 1u) cosmos::kernels::launch_gemv(qkv, c.stream);
     GemvArgsT<T> o;
     o.w = L.o;
     o.x = c.qkv;
@@ -221,7 +222,7 @@ void enqueue_chain(const Chain& c, const Layout<T>& l) {
     o.y = c.x;
     o.rows = kH;
     o.cols = kH;
-    cosmos::kernels::launch_gemv(o, c.stream);
+    if (kinds & 2u) cosmos::kernels::launch_gemv(o, c.stream);
     GemvArgsT<T> gu;
     gu.w = L.gu;
     gu.x = c.x;
@@ -231,7 +232,7 @@ void enqueue_chain(const Chain& c, const Layout<T>& l) {
     gu.norm_weight = L.post_norm;
     gu.norm_eps = eps;
     gu.swiglu = true;
-    cosmos::kernels::launch_gemv(gu, c.stream);
+    if (kinds & 4u) cosmos::kernels::launch_gemv(gu, c.stream);
     GemvArgsT<T> down;
     down.w = L.down;
     down.x = c.act;
@@ -239,7 +240,7 @@ void enqueue_chain(const Chain& c, const Layout<T>& l) {
     down.y = c.x;
     down.rows = kH;
     down.cols = kFF;
-    cosmos::kernels::launch_gemv(down, c.stream);
+    if (kinds & 8u) cosmos::kernels::launch_gemv(down, c.stream);
   }
   GemvArgsT<T> lm;
   lm.w = l.lm_head;
@@ -249,7 +250,7 @@ void enqueue_chain(const Chain& c, const Layout<T>& l) {
   lm.cols = kH;
   lm.norm_weight = l.final_norm;
   lm.norm_eps = eps;
-  cosmos::kernels::launch_gemv(lm, c.stream);
+  if (kinds & 16u) cosmos::kernels::launch_gemv(lm, c.stream);
 }
 
 void reset_x(const Chain& c) {
@@ -260,13 +261,13 @@ void reset_x(const Chain& c) {
 
 // Captures the chain in one CUDA graph with PDL on or off and returns the median replay time (us).
 template <typename T>
-float time_chain(const Chain& c, bool pdl) {
+float time_chain(const Chain& c, bool pdl, unsigned kinds = 31u) {
   cosmos::kernels::set_pdl_enabled(pdl);
   const Layout<T> l = layout<T>(c);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CHECK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
-  enqueue_chain(c, l);
+  enqueue_chain(c, l, kinds);
   CHECK(cudaStreamEndCapture(c.stream, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
   reset_x(c);
@@ -444,6 +445,26 @@ int main(int argc, char** argv) {
         }
       }
       cosmos::kernels::set_gemv_tuning({});
+      // Each kind of product alone, its 28 launches back to back in one graph (PDL on): how close
+      // each streams to the copy bandwidth inside a chain.
+      struct Kind {
+        const char* name;
+        unsigned bit;
+        double bytes;  // weights per launch
+        int launches;
+      };
+      const Kind kinds[] = {{"q/k/v + norm + bias", 1u, 2.0 * kQkv * kH, kLayers},
+                            {"o + residual", 2u, 2.0 * kH * kH, kLayers},
+                            {"gate/up + norm + swiglu", 4u, 2.0 * 2 * kFF * kH, kLayers},
+                            {"down + residual", 8u, 2.0 * kH * kFF, kLayers},
+                            {"lm_head + norm", 16u, 2.0 * kVocab * kH, 1}};
+      for (const Kind& k : kinds) {
+        const float us = time_chain<T>(c, true, k.bit);
+        const double gbs = k.bytes * k.launches / (us * 1e-6) / 1e9;
+        std::printf("  alone %s %-24s %3d launches %8.0f us %7.2f us/launch %6.0f GB/s %6.1f%% copy\n", type_name<T>(),
+                    k.name, k.launches, us, us / k.launches, gbs, 100 * gbs / copy_gbs);
+        std::fflush(stdout);
+      }
     }
   };
   run_type(__nv_bfloat16{});
