@@ -142,20 +142,24 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
   for (std::size_t i = 0; error.empty() && i < found.size(); ++i) {
     std::vector<float> t;
     for (int r = 0; r <= reps && error.empty(); ++r) {  // r == 0: warm-up
-      cudaEventRecord(e0, stream);
+      if (cudaEventRecord(e0, stream) != cudaSuccess) {
+        error = std::string("cudaEventRecord: ") + cudaGetErrorString(cudaGetLastError());
+        break;
+      }
       const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, scratch, p.c, scratch,
                                                p.c, &found[i].algo, workspace_, workspace_bytes_, stream);
-      cudaEventRecord(e1, stream);
       if (st != CUBLAS_STATUS_SUCCESS) {
         t.assign(1, 1e30f);  // this candidate cannot run here: never picked
         break;
       }
-      if (cudaEventSynchronize(e1) != cudaSuccess) {
-        error = "cudaEventSynchronize failed while timing GEMM algorithms";
+      float ms = 0.0f;
+      cudaError_t ce = cudaEventRecord(e1, stream);
+      if (ce == cudaSuccess) ce = cudaEventSynchronize(e1);
+      if (ce == cudaSuccess) ce = cudaEventElapsedTime(&ms, e0, e1);
+      if (ce != cudaSuccess) {
+        error = std::string("timing GEMM algorithms: ") + cudaGetErrorString(ce);
         break;
       }
-      float ms = 0.0f;
-      cudaEventElapsedTime(&ms, e0, e1);
       if (r > 0) t.push_back(ms);
     }
     std::sort(t.begin(), t.end());
@@ -185,12 +189,13 @@ std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, 
   if (it == plans_.end()) {
     bool tuned = false;
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    cudaStreamIsCapturing(stream, &capturing);
-    if (autotune_ && n >= kTuneMinTokens && capturing == cudaStreamCaptureStatusNone &&
-        tuned_.find(bucket_of(key)) == tuned_.end()) {
-      // Tuning failures (for example no memory for the scratch output) keep the heuristic's choice.
-      std::string ignored;
-      (void)time_candidates(w, x, n, rows, cols, accumulate, type, out_type, stream, kTuneCandidates, 2, ignored);
+    if (autotune_ && n >= kTuneMinTokens && cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
+        capturing == cudaStreamCaptureStatusNone && tuned_.find(bucket_of(key)) == tuned_.end()) {
+      // A tuning failure (for example no memory for the scratch output) keeps the heuristic's
+      // choice; the reason is kept for the caller to report (tune_error()).
+      std::string err;
+      (void)time_candidates(w, x, n, rows, cols, accumulate, type, out_type, stream, kTuneCandidates, 2, err);
+      if (!err.empty()) tune_error_ = err;
     }
     Plan p;
     if (std::string err = plan(key, p, &tuned); !err.empty()) {

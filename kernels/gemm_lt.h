@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <cublasLt.h>
@@ -46,6 +47,8 @@ class GemmLt {
                                      ElemType type, ElemType out_type, cudaStream_t stream, int max_algos, int reps,
                                      std::string& error);
   void set_autotune(bool on) { autotune_ = on; }
+  // The last autotuning failure (empty when none), then cleared: the caller logs it.
+  std::string take_tune_error() { return std::exchange(tune_error_, {}); }
   static constexpr int kTuneMinTokens = 256;
   static constexpr int kTuneCandidates = 8;
 
@@ -73,6 +76,7 @@ class GemmLt {
   std::map<Key, Plan> plans_;
   std::map<Key, cublasLtMatmulAlgo_t> tuned_;  // by bucket_of(key)
   bool autotune_ = true;
+  std::string tune_error_;
 };
 
 }  // namespace cosmos::kernels

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "cosmos/batch_plan.h"
 #include "cuda/cuda_backend_impl.h"
 #include "kernels/sampling.cuh"
@@ -219,6 +221,8 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
     CUDA_TRY(cudaGraphLaunch(it->second, stream_));
   } else {
     if (auto st = enqueue(N, rows, o, max_ctx, mode); !st) return st;
+    if (const std::string e = gemm_.take_tune_error(); !e.empty())
+      spdlog::warn("cuda backend: GEMM autotuning skipped, cuBLASLt's first choice is used: {}", e);
   }
   out.vocab = c.vocab_size;
   if (mode.on) {
