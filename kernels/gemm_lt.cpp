@@ -83,12 +83,10 @@ GemmLt::Key GemmLt::bucket_of(const Key& key) {
 }
 
 // The algorithm for a new shape: the one tuned for its bucket when cuBLASLt accepts it here, else
-// the heuristic's first choice (*tuned_for_bucket tells the caller whether tuning is still due).
-std::string GemmLt::plan(const Key& key, Plan& p, bool* tuned_for_bucket) {
+// the heuristic's first choice.
+std::string GemmLt::plan(const Key& key, Plan& p) {
   if (std::string err = describe(key, p); !err.empty()) return err;
-  *tuned_for_bucket = false;
   if (auto it = tuned_.find(bucket_of(key)); it != tuned_.end()) {
-    *tuned_for_bucket = true;
     cublasLtMatmulHeuristicResult_t check{};
     if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &it->second, &check) == CUBLAS_STATUS_SUCCESS &&
         check.workspaceSize <= workspace_bytes_) {
@@ -187,7 +185,6 @@ std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, 
   const Key key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type)};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    bool tuned = false;
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     if (autotune_ && n >= kTuneMinTokens && cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
         capturing == cudaStreamCaptureStatusNone && tuned_.find(bucket_of(key)) == tuned_.end()) {
@@ -198,7 +195,7 @@ std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, 
       if (!err.empty()) tune_error_ = err;
     }
     Plan p;
-    if (std::string err = plan(key, p, &tuned); !err.empty()) {
+    if (std::string err = plan(key, p); !err.empty()) {
       destroy(p.op, p.a, p.b, p.c);
       return err;
     }

@@ -65,7 +65,7 @@ class GemmLt {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, bool, int, int>;  // n, rows, cols, accumulate, type, out type
-  std::string plan(const Key& key, Plan& out, bool* tuned_for_bucket);
+  std::string plan(const Key& key, Plan& out);
   std::string describe(const Key& key, Plan& p);  // op and layouts
   std::string candidates(const Key& key, Plan& p, int max_algos, std::vector<cublasLtMatmulHeuristicResult_t>& out);
   static Key bucket_of(const Key& key);
