@@ -1,5 +1,6 @@
-// Shared by the test_gpu_ops sources (test_ops_elementwise.cpp, test_ops_matmul.cpp,
-// test_ops_misc.cpp; one test binary): the host helpers and the fixture the small-kernel tests use.
+// Shared by the test_gpu_ops sources (test_ops_elementwise.cpp, test_ops_rope.cpp,
+// test_ops_matmul.cpp, test_ops_misc.cpp; one test binary): the host helpers and the fixture the
+// small-kernel tests use.
 // Everything here is inline (or a class or template), so several translation units can include it.
 //
 // Every case draws fresh random inputs, poisons its outputs with NaN (0xFF bytes) first, checks
@@ -198,18 +199,29 @@ struct DevBuf {
   }
 };
 
-// A device output of run-time element type, as raw bytes.
+// A device output of run-time element type, as raw bytes, starting `offset` elements into its
+// allocation (an offset of one element misaligns it for the kernels' vector paths).
 struct DevOut {
   ElemType type = ElemType::f32;
   DevBuf<unsigned char> buf;
-  std::size_t n = 0;
-  void alloc(ElemType t, std::size_t count) {
+  std::size_t n = 0, offset = 0;
+  void alloc(ElemType t, std::size_t count, std::size_t offset_elems = 0) {
     type = t;
     n = count;
-    buf.alloc(count * kernels::elem_size(t), 0, kGuard * kernels::elem_size(t));
+    offset = offset_elems;
+    buf.alloc(count * kernels::elem_size(t), offset_elems * kernels::elem_size(t), kGuard * kernels::elem_size(t));
   }
   void* ptr() const { return buf.ptr; }
   std::vector<unsigned char> download() const { return buf.download(); }
+  // Expects the `offset` elements before the output to be still poisoned.
+  void expect_head(const std::string& what) const {
+    const std::vector<unsigned char> all = buf.download_all();
+    for (std::size_t i = 0; i < offset; ++i)
+      if (!poisoned(all, type, i)) {
+        ADD_FAILURE() << what << ": write before the start, at -" << (offset - i);
+        return;
+      }
+  }
   // Expects the guard elements after the output to be still poisoned.
   static void expect_guard(const std::vector<unsigned char>& raw, ElemType t, std::size_t count,
                            const std::string& what) {

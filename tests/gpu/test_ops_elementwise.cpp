@@ -1,7 +1,7 @@
-// test_gpu_ops, part 1 of 3: the element-wise kernels against float64 CPU references: embedding,
-// rms_norm, swiglu and rope_kv (M-RoPE and the paged KV cache). Conventions (poisoned outputs,
-// guard elements, tolerances) and helpers: test_ops_common.h; matmuls: test_ops_matmul.cpp; test
-// weights, conversions and PDL: test_ops_misc.cpp.
+// test_gpu_ops, part 1 of 4: the element-wise kernels against float64 CPU references: embedding,
+// rms_norm and swiglu (rope_kv, M-RoPE and the paged KV cache: test_ops_rope.cpp). Conventions
+// (poisoned outputs, guard elements, tolerances) and helpers: test_ops_common.h; matmuls:
+// test_ops_matmul.cpp; test weights, conversions and PDL: test_ops_misc.cpp.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -9,8 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <numeric>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +20,6 @@
 #include "kernels/elem_type.cuh"
 #include "kernels/embedding.cuh"
 #include "kernels/rms_norm.cuh"
-#include "kernels/rope_kv.cuh"
 #include "kernels/swiglu.cuh"
 
 namespace cosmos::gpu_ops_test {
@@ -175,29 +172,49 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuRmsNorm, ::testing::ValuesIn(norm_cases()),
                          });
 
 // ---------------------------------------------------------------------------------------------
-// 3. swiglu: out[t, i] = silu(gu[t, i]) * gu[t, ff + i].
+// 3. swiglu: out[t, i] = silu(gu[t, i]) * gu[t, ff + i], gu of type `in` (f32, bf16 or f16), out of
+// type `out`. ff % 8 == 0 on 16-byte aligned buffers takes the kernel's vector path (8 columns a
+// thread), anything else the scalar path. Every case runs twice: on aligned buffers (checked
+// against the reference) and with gu and out one element into their allocations (misaligned, so
+// always the scalar path), which must give the same bits; the element before each shifted output
+// and the guard after every output must stay poisoned.
 //
 // fp32 error: expf within 2 ulp (4u relative), 1 + e adds u (and passes on at most the 4u of e),
-// the division (IEEE) and the product u each: 7u |out| (g itself is exact). Bound used: 16u |out|.
-// The first two elements of every case are +-90000 (gate 300, up +-300), beyond fp16's range: the
-// fp16 output must saturate to exactly +-65504 (not inf).
+// the division (IEEE) and the product u each: 7u |out| (g itself is exact: the reference reads the
+// same rounded inputs). Bound used: 16u |out|. The first two elements of every case are +-90000
+// (gate 300, up +-300), beyond fp16's range: the fp16 output must saturate to exactly +-65504.
 
 struct SwiGluCase {
-  ElemType type;
+  ElemType in, out;
   int n, ff;
 };
 
 using GpuSwiGlu = GpuOpsP<SwiGluCase>;
 
-TEST_P(GpuSwiGlu, MatchesFloat64Reference) {
+// Rounds v to type t (nearest even) and appends its bytes to raw; returns the value stored.
+float append_as(ElemType t, float v, std::vector<unsigned char>& raw) {
+  unsigned char b[4];
+  float held = v;
+  if (t == ElemType::f32) {
+    std::memcpy(b, &v, 4);
+  } else {
+    const std::uint16_t h = t == ElemType::bf16 ? float_to_bf16(v) : float_to_f16(v);
+    held = t == ElemType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+    std::memcpy(b, &h, 2);
+  }
+  raw.insert(raw.end(), b, b + kernels::elem_size(t));
+  return held;
+}
+
+TEST_P(GpuSwiGlu, MatchesFloat64ReferenceOnBothPaths) {
   const SwiGluCase c = GetParam();
   Rng rng(static_cast<std::uint64_t>(c.n) * 7919 + static_cast<std::uint64_t>(c.ff) * 3 +
-          static_cast<std::uint64_t>(c.type) * 1000003);
+          static_cast<std::uint64_t>(c.out) * 1000003 + static_cast<std::uint64_t>(c.in) * 10007);
   const std::size_t w2 = 2 * static_cast<std::size_t>(c.ff);
   std::vector<float> gu(static_cast<std::size_t>(c.n) * w2);
   for (int t = 0; t < c.n; ++t)
     for (int i = 0; i < c.ff; ++i) {
-      gu[t * w2 + i] = 8.0f * rng.next();       // gate: silu's whole shape, both tails
+      gu[t * w2 + i] = 8.0f * rng.next();         // gate: silu's whole shape, both tails
       gu[t * w2 + c.ff + i] = 4.0f * rng.next();  // up
     }
   gu[0] = 300.0f;
@@ -206,28 +223,39 @@ TEST_P(GpuSwiGlu, MatchesFloat64Reference) {
     gu[1] = 300.0f;
     gu[c.ff + 1] = -300.0f;
   }
-
-  DevBuf<float> dgu;
-  DevOut dout;
-  dgu.alloc(gu.size());
-  dgu.upload(gu);
+  std::vector<unsigned char> raw;
+  raw.reserve(gu.size() * kernels::elem_size(c.in));
+  for (float& v : gu) v = append_as(c.in, v, raw);  // gu now holds what the kernel reads
   const std::size_t outs = static_cast<std::size_t>(c.n) * c.ff;
-  dout.alloc(c.type, outs);
-  const std::size_t bytes = kernels::launch_swiglu(dgu.ptr, dout.ptr(), c.type, c.n, c.ff, nullptr);
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(bytes, outs * (8 + kernels::elem_size(c.type)));
-  const std::vector<unsigned char> out = dout.download();
+  const std::size_t in_size = kernels::elem_size(c.in), out_size = kernels::elem_size(c.out);
 
-  Checker ck{std::string("swiglu_") + type_name(c.type)};
+  auto run = [&](std::size_t offset) {
+    DevBuf<unsigned char> dgu;
+    DevOut dout;
+    dgu.alloc(raw.size(), offset * in_size);
+    dgu.upload(raw);
+    dout.alloc(c.out, outs, offset);
+    const std::size_t bytes = kernels::launch_swiglu(dgu.ptr, c.in, dout.ptr(), c.out, c.n, c.ff, nullptr);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(bytes, outs * (2 * in_size + out_size));
+    const std::string what = cat("swiglu_", type_name(c.in), "_", type_name(c.out), "_offset", offset);
+    dout.expect_head(what);
+    std::vector<unsigned char> out = dout.download();
+    DevOut::expect_guard(out, c.out, outs, what);
+    return out;
+  };
+  const std::vector<unsigned char> out = run(0);
+
+  Checker ck{cat("swiglu_", type_name(c.in), "_", type_name(c.out))};
   for (int t = 0; t < c.n; ++t)
     for (int i = 0; i < c.ff; ++i) {
       const double g = gu[t * w2 + i], u = gu[t * w2 + c.ff + i];
       const double ref = g / (1.0 + std::exp(-g)) * u;
-      const Expect e = stored(c.type, ref, 16 * kU * std::fabs(ref));
-      ck.near(load(out, c.type, static_cast<std::size_t>(t) * c.ff + i), e.want, e.tol, t, i);
+      const Expect e = stored(c.out, ref, 16 * kU * std::fabs(ref));
+      ck.near(load(out, c.out, static_cast<std::size_t>(t) * c.ff + i), e.want, e.tol, t, i);
     }
-  if (c.type == ElemType::f16) {
+  if (c.out == ElemType::f16) {
     std::uint16_t b0, b1;
     std::memcpy(&b0, out.data(), 2);
     EXPECT_EQ(b0, 0x7BFF) << "+90000 must saturate to fp16 65504";
@@ -236,200 +264,41 @@ TEST_P(GpuSwiGlu, MatchesFloat64Reference) {
       EXPECT_EQ(b1, 0xFBFF) << "-90000 must saturate to fp16 -65504";
     }
   }
-  DevOut::expect_guard(out, c.type, outs, ck.what);
   ck.finish();
+
+  // The scalar path on misaligned buffers: the same bits.
+  const std::vector<unsigned char> shifted = run(1);
+  const std::size_t n_bytes = outs * out_size;
+  const auto diff = std::mismatch(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n_bytes), shifted.begin());
+  EXPECT_TRUE(diff.first == out.begin() + static_cast<std::ptrdiff_t>(n_bytes))
+      << "misaligned (scalar) run differs first at element " << (diff.first - out.begin()) / out_size;
 }
 
 std::vector<SwiGluCase> swiglu_cases() {
-  // (70, 18944): 1.3 M outputs, more than the 4096 x 256 threads launched: the grid-stride loop.
-  const std::pair<int, int> shapes[] = {{1, 1}, {3, 77}, {2, 5}, {16, 3584}, {33, 1001}, {70, 18944}};
+  // ff % 8 != 0 (scalar path only), then ff % 8 == 0 (vector path): one vector of 8, 3 a row, a
+  // partial second block (1032 / 8 = 129 threads), the 7B shapes. 65539 tokens: more than the 65535
+  // grid rows, so the token loop wraps.
+  const std::pair<int, int> shapes[] = {{1, 1},    {2, 5},     {3, 77},  {33, 1001},  {4, 12},    {1, 8},
+                                        {5, 24},   {3, 1032},  {16, 3584}, {70, 18944}, {65539, 8}};
   std::vector<SwiGluCase> v;
-  for (const ElemType t : {ElemType::f32, ElemType::bf16, ElemType::f16})
-    for (const auto& [n, ff] : shapes) v.push_back({t, n, ff});
+  // The supported pairs (gu in fp32, or in the output's type)...
+  const std::pair<ElemType, ElemType> types[] = {{ElemType::f32, ElemType::f32},   {ElemType::f32, ElemType::bf16},
+                                                 {ElemType::f32, ElemType::f16},   {ElemType::bf16, ElemType::bf16},
+                                                 {ElemType::f16, ElemType::f16}};
+  for (const auto& [in, out] : types)
+    for (const auto& [n, ff] : shapes) v.push_back({in, out, n, ff});
+  // ...and the other pairs the launcher accepts, on a scalar and a vector shape.
+  const std::pair<ElemType, ElemType> others[] = {{ElemType::bf16, ElemType::f32}, {ElemType::bf16, ElemType::f16},
+                                                  {ElemType::f16, ElemType::f32}, {ElemType::f16, ElemType::bf16}};
+  for (const auto& [in, out] : others)
+    for (const auto& [n, ff] : {std::pair{3, 77}, std::pair{5, 24}}) v.push_back({in, out, n, ff});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuSwiGlu, ::testing::ValuesIn(swiglu_cases()),
                          [](const ::testing::TestParamInfo<SwiGluCase>& i) {
-                           return cat(type_name(i.param.type), "_n", i.param.n, "_ff", i.param.ff);
-                         });
-
-// ---------------------------------------------------------------------------------------------
-// 4. rope_kv: q and k rotated (half-split pairs x[i], x[i + half]); frequency i (0 <= i < half,
-// units of frequency pairs) takes its angle from position t when i < section0, h when i <
-// section0 + section1, else w; v copied; k and v stored at cache slot slots[token].
-//
-// The angle f = float(pos) * inv_freq[i] is one fp32 product, rounded identically on the host, so
-// the reference takes cos/sin in double of that same float f. fp32 error of y1 = x1 c - x2 s:
-// cosf/sinf within 2 ulp (<= 2u absolute, |c|, |s| <= 1), the products and the difference u each:
-// <= 5u (|x1| + |x2|), with x1, x2 the bias-added fp32 inputs (that sum is also done in fp32 on the
-// host). Bound used: 16u (|x1| + |x2|). v is a copy (plus bias): exact, bit for bit.
-
-struct RopeCase {
-  ElemType q_type, kv_type;
-  int heads, kv_heads, head_dim, section0, section1, n;
-  bool bias;
-};
-
-using GpuRopeKv = GpuOpsP<RopeCase>;
-
-TEST_P(GpuRopeKv, MatchesFloat64ReferenceAndWritesOnlyItsSlots) {
-  const RopeCase c = GetParam();
-  const int D = c.head_dim, half = D / 2, qd = c.heads * D, kvd = c.kv_heads * D, width = qd + 2 * kvd;
-  const int block_size = 16;
-  const int n_slots = ((3 * c.n + 16) + block_size - 1) / block_size * block_size;
-  Rng rng(static_cast<std::uint64_t>(c.n) * 131 + static_cast<std::uint64_t>(D) * 17 + c.heads * 3 + c.section0 +
-          (c.bias ? 5000 : 0) + static_cast<std::uint64_t>(c.q_type) * 100 + static_cast<std::uint64_t>(c.kv_type) * 1000);
-  std::vector<float> qkv(static_cast<std::size_t>(c.n) * width), bias(width);
-  for (auto& v : qkv) v = 3.0f * rng.next();
-  for (auto& v : bias) v = 0.5f * rng.next();
-  std::vector<std::int32_t> pos(3 * static_cast<std::size_t>(c.n));
-  for (int t = 0; t < c.n; ++t) {
-    // t != h != w; token 0 at the origin of time, the last one far out (large angles).
-    pos[3 * t] = t == 0 ? 0 : (t == c.n - 1 ? 32000 : rng.below(4096));
-    pos[3 * t + 1] = pos[3 * t] + 1 + rng.below(50);
-    pos[3 * t + 2] = pos[3 * t] + 60 + rng.below(50);
-  }
-  std::vector<float> inv_freq(half);
-  for (int j = 0; j < half; ++j)
-    inv_freq[j] = 1.0f / std::pow(1e6f, static_cast<float>(2 * j) / static_cast<float>(D));
-  // Each token goes to a distinct, shuffled slot; the other slots must stay poisoned.
-  std::vector<std::int32_t> perm(n_slots);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::mt19937 gen(static_cast<unsigned>(c.n * 7 + D));
-  std::shuffle(perm.begin(), perm.end(), gen);
-  const std::vector<std::int32_t> slots(perm.begin(), perm.begin() + c.n);
-
-  DevBuf<float> dqkv, dbias, dinv;
-  DevBuf<std::int32_t> dpos, dslots;
-  DevOut dq, dk, dv;
-  dqkv.alloc(qkv.size());
-  dqkv.upload(qkv);
-  dbias.alloc(bias.size());
-  dbias.upload(bias);
-  dinv.alloc(inv_freq.size());
-  dinv.upload(inv_freq);
-  dpos.alloc(pos.size());
-  dpos.upload(pos);
-  dslots.alloc(slots.size());
-  dslots.upload(slots);
-  dq.alloc(c.q_type, static_cast<std::size_t>(c.n) * qd);
-  dk.alloc(c.kv_type, static_cast<std::size_t>(n_slots) * kvd);
-  dv.alloc(c.kv_type, static_cast<std::size_t>(n_slots) * kvd);
-
-  kernels::RopeKvArgs a;
-  a.qkv = dqkv.ptr;
-  a.bias = c.bias ? dbias.ptr : nullptr;
-  a.positions = dpos.ptr;
-  a.inv_freq = dinv.ptr;
-  a.slots = dslots.ptr;
-  a.q = dq.ptr();
-  a.q_type = c.q_type;
-  a.k_cache = dk.ptr();
-  a.v_cache = dv.ptr();
-  a.kv_type = c.kv_type;
-  a.n = c.n;
-  a.heads = c.heads;
-  a.kv_heads = c.kv_heads;
-  a.head_dim = D;
-  a.section0 = c.section0;
-  a.section1 = c.section1;
-  EXPECT_GT(kernels::launch_rope_kv(a, nullptr), 0u);
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<unsigned char> q = dq.download(), k = dk.download(), v = dv.download();
-
-  Checker cq{std::string("rope_q_") + type_name(c.q_type)}, ckk{std::string("rope_k_") + type_name(c.kv_type)},
-      cv{std::string("rope_v_") + type_name(c.kv_type)};
-  std::vector<bool> used(n_slots, false);
-  for (int t = 0; t < c.n; ++t) {
-    used[slots[t]] = true;
-    const float* row = qkv.data() + static_cast<std::size_t>(t) * width;
-    auto in = [&](int idx) { return c.bias ? row[idx] + bias[idx] : row[idx]; };  // fp32, as the kernel
-    for (int head = 0; head < c.heads + c.kv_heads; ++head) {
-      const bool is_q = head < c.heads;
-      const int off = is_q ? head * D : qd + (head - c.heads) * D;
-      for (int i = 0; i < half; ++i) {
-        const int which = i < c.section0 ? 0 : (i < c.section0 + c.section1 ? 1 : 2);
-        const float f = static_cast<float>(pos[3 * t + which]) * inv_freq[i];
-        const double cs = std::cos(static_cast<double>(f)), sn = std::sin(static_cast<double>(f));
-        const float x1 = in(off + i), x2 = in(off + i + half);
-        const double y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
-        const double e32 = 16 * kU * (std::fabs(x1) + std::fabs(x2));
-        if (is_q) {
-          const std::size_t o = static_cast<std::size_t>(t) * qd + head * D;
-          const Expect e1 = stored(c.q_type, y1, e32), e2 = stored(c.q_type, y2, e32);
-          cq.near(load(q, c.q_type, o + i), e1.want, e1.tol, t, head * D + i);
-          cq.near(load(q, c.q_type, o + i + half), e2.want, e2.tol, t, head * D + i + half);
-        } else {
-          const std::size_t o = static_cast<std::size_t>(slots[t]) * kvd + (head - c.heads) * D;
-          const Expect e1 = stored(c.kv_type, y1, e32), e2 = stored(c.kv_type, y2, e32);
-          ckk.near(load(k, c.kv_type, o + i), e1.want, e1.tol, t, (head - c.heads) * D + i);
-          ckk.near(load(k, c.kv_type, o + i + half), e2.want, e2.tol, t, (head - c.heads) * D + i + half);
-        }
-      }
-    }
-    for (int i = 0; i < kvd; ++i) {
-      // The kernel's expression, evaluated in fp32 on the host: the same bits.
-      const float want_exact = row[qd + kvd + i] + (c.bias ? bias[qd + kvd + i] : 0.0f);
-      const std::size_t o = static_cast<std::size_t>(slots[t]) * kvd + i;
-      if (c.kv_type == ElemType::f32) {
-        float got;
-        std::memcpy(&got, v.data() + 4 * o, 4);
-        cv.near(got, want_exact, 0.0, t, i);
-        if (std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(want_exact)) cv.fail("v bits differ");
-      } else {
-        std::uint16_t got;
-        std::memcpy(&got, v.data() + 2 * o, 2);
-        cv.near(bf16_to_float(got), bf16_to_float(float_to_bf16(want_exact)), 0.0, t, i);
-      }
-    }
-  }
-  // Slots no token maps to: untouched.
-  for (int s = 0; s < n_slots; ++s) {
-    if (used[s]) continue;
-    for (int i = 0; i < kvd; ++i) {
-      const std::size_t o = static_cast<std::size_t>(s) * kvd + i;
-      if (!poisoned(k, c.kv_type, o)) {
-        ckk.fail(cat("slot ", s, " (no token's) written"));
-        break;
-      }
-      if (!poisoned(v, c.kv_type, o)) {
-        cv.fail(cat("slot ", s, " (no token's) written"));
-        break;
-      }
-    }
-  }
-  DevOut::expect_guard(q, c.q_type, static_cast<std::size_t>(c.n) * qd, cq.what);
-  DevOut::expect_guard(k, c.kv_type, static_cast<std::size_t>(n_slots) * kvd, ckk.what);
-  DevOut::expect_guard(v, c.kv_type, static_cast<std::size_t>(n_slots) * kvd, cv.what);
-  cq.finish();
-  ckk.finish();
-  cv.finish();
-}
-
-std::vector<RopeCase> rope_cases() {
-  std::vector<RopeCase> v;
-  for (const ElemType qt : {ElemType::f32, ElemType::bf16, ElemType::f16})
-    for (const ElemType kt : {ElemType::f32, ElemType::bf16})
-      for (const bool bias : {false, true}) {
-        v.push_back({qt, kt, 28, 4, 128, 16, 24, 9, bias});   // the 7B model's M-RoPE sections
-        v.push_back({qt, kt, 28, 4, 128, 128, 0, 3, bias});   // plain RoPE: section0 = head_dim, all t
-        v.push_back({qt, kt, 4, 2, 16, 2, 3, 5, bias});       // the tiny test model
-      }
-  v.push_back({ElemType::f32, ElemType::f32, 28, 4, 128, 16, 24, 1, true});
-  v.push_back({ElemType::f32, ElemType::bf16, 28, 4, 128, 16, 24, 37, true});
-  v.push_back({ElemType::bf16, ElemType::bf16, 3, 1, 10, 1, 2, 7, true});  // odd head counts, half = 5
-  v.push_back({ElemType::f32, ElemType::f32, 12, 2, 64, 0, 32, 4, false});  // section0 = 0: no t at all
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, GpuRopeKv, ::testing::ValuesIn(rope_cases()),
-                         [](const ::testing::TestParamInfo<RopeCase>& i) {
-                           const RopeCase& c = i.param;
-                           return cat(i.index, "_q", type_name(c.q_type), "_kv", type_name(c.kv_type), "_h", c.heads,
-                                      "_kvh", c.kv_heads, "_d", c.head_dim, "_s", c.section0, "x", c.section1, "_n",
-                                      c.n, c.bias ? "_bias" : "");
+                           return cat(type_name(i.param.in), "_to_", type_name(i.param.out), "_n", i.param.n, "_ff",
+                                      i.param.ff);
                          });
 
 }  // namespace

@@ -1,4 +1,4 @@
-// test_gpu_ops, part 2 of 3: the matmuls against float64 CPU references: matmul_bf16 (the SIMT
+// test_gpu_ops, part 2 of 4: the matmuls against float64 CPU references: matmul_bf16 (the SIMT
 // reference matmul) and GemmLt (cuBLASLt). Conventions (poisoned outputs, guard elements,
 // tolerances) and helpers: test_ops_common.h.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// test_gpu_ops, part 3 of 3: launch_fill_test_weights (bit-exact against the file generator), the
+// test_gpu_ops, part 3 of 4: launch_fill_test_weights (bit-exact against the file generator), the
 // dtype conversions on misaligned pointers, and a chain of dependent PDL launches (embedding,
 // rms_norm, rope_kv, swiglu) against the same chain serialized. Conventions (poisoned outputs,
 // guard elements, tolerances) and helpers: test_ops_common.h.
