@@ -1,25 +1,19 @@
 #include "kernels/decode_attention.cuh"
 
+#include <atomic>
 #include <cfloat>
 
+#include "kernels/decode_attention_detail.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels {
 namespace {
 
-constexpr int kMaxGroup = 8;                 // query heads per KV head: one warp each
+using namespace decode_detail;
+
 constexpr int kWarps = kMaxGroup;
 constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 32;                    // keys per warp per round: lane = key
-constexpr int kSplitKeys = 64;               // split lengths are multiples of this
-constexpr int kSplits = kDecodeAttentionSplits;
-static_assert(kSplits <= 64, "the merge gives each lane two splits");
-
-// Keys per split: a multiple of kSplitKeys, as few splits as cover the context with at most kSplits.
-__device__ __forceinline__ int split_len(int len) {
-  const int per = (len + kSplits - 1) / kSplits;
-  return ((per + kSplitKeys - 1) / kSplitKeys) * kSplitKeys;
-}
 
 // The cache element type's 16-byte vector (bf16: 8 values, fp32: 4) and a lane's slice of a V row
 // (D / 32 values: 8 bytes of bf16 or 16 of fp32 for D = 128).
@@ -81,32 +75,6 @@ struct Slice<float, 2> {
   __device__ static void unpack(const Raw& r, float* f) { f[0] = r.x, f[1] = r.y; }
 };
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-struct RopeIn {  // kernels/rope_kv.cuh's inputs, for the fused path (null qkv: not fused)
-  const float* qkv = nullptr;
-  const float* bias = nullptr;
-  const std::int32_t* positions = nullptr;
-  const float* inv_freq = nullptr;
-  const std::int32_t* slots = nullptr;
-  int section0 = 0, section1 = 0;
-};
-
-// Scratch: ml [n][heads][kSplits][2] (max, sum), o [n][heads][kSplits][D], counters [n][kv_heads].
-struct Scratch {
-  float* ml;
-  float* o;
-  int* counters;
-};
 
 // Block (token t, KV head, split); warp g computes query head g of the group over the split's keys
 // (the group's warps read the same K/V rows, mostly from L1). Each round the warp takes 32 keys,
@@ -372,7 +340,11 @@ void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStr
 
 std::size_t slots_of(int n, int heads) { return static_cast<std::size_t>(n) * heads * kSplits; }
 
+std::atomic<bool> g_use_mma{true};
+
 }  // namespace
+
+void set_decode_attention_tensor_cores(bool on) { g_use_mma.store(on); }
 
 bool decode_attention_supports(int heads, int kv_heads, int head_dim) {
   return (head_dim == 64 || head_dim == 128) && kv_heads > 0 && heads % kv_heads == 0 && heads / kv_heads <= kMaxGroup;
@@ -398,7 +370,9 @@ std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaS
     r.section0 = rope->section0;
     r.section1 = rope->section1;
   }
-  if (a.head_dim == 128)
+  if (a.kv_type == ElemType::bf16 && g_use_mma.load())
+    launch_decode_attention_mma(a, r, s, stream);
+  else if (a.head_dim == 128)
     launch_d<128>(a, r, s, stream);
   else
     launch_d<64>(a, r, s, stream);

@@ -1,4 +1,7 @@
-// Attention for decode steps (few new tokens, long contexts), flash-decoding style. For each
+// Attention for decode steps (few new tokens, long contexts), flash-decoding style. Two kernels with
+// the same contract: with a bf16 cache, the tensor-core kernel (kernels/decode_attention_mma.cu:
+// the group's query heads as the rows of one mma tile, 64-key rounds through shared memory); with an
+// fp32 cache (or when switched off, for comparison), the CUDA-core kernel described here. For each
 // (token, KV head) the context is cut into up to kDecodeAttentionSplits splits of multiples of
 // 64 keys, the split length chosen on the device from the token's context length (so one captured
 // CUDA graph serves every length). One block per split, one warp per query head of the group (the
@@ -39,5 +42,8 @@ std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int h
 // Launched with launch_pdl. Returns bytes moved for a context of args.max_ctx keys (estimate).
 std::size_t launch_decode_attention(const AttentionArgs& args, void* scratch, cudaStream_t stream,
                                     const RopeKvArgs* rope = nullptr);
+
+// Process-wide switch for tests and benchmarks (default on): the tensor-core kernel for bf16 caches.
+void set_decode_attention_tensor_cores(bool on);
 
 }  // namespace cosmos::kernels

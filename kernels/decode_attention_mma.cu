@@ -1,0 +1,356 @@
+// Decode attention on tensor cores (bf16 KV cache, head_dim 64 or 128), the default for the bf16
+// cache (see kernels/decode_attention.cuh for the contract, which it shares with the CUDA-core
+// kernel in decode_attention.cu).
+//
+// Block (token t, KV head, split), 4 warps. The group's query heads (up to 8) are the rows of one
+// m16 tile: Q [16][D] bf16 in shared memory (rows past the group zero). Per round of 64 keys the
+// block copies the K and V rows [64][D] from the paged cache into shared memory (16-byte
+// asynchronous copies, 32 KB for D = 128), then warp w takes keys 16w .. 16w + 15 of the round:
+//   S = Q K^T  (16 x 16, D/16 k-steps of mma.m16n8k16: 2 D/16 mma),
+//   online softmax in base 2 over its keys (the scale folded into the exponent),
+//   O += P V   (16 x D, P re-packed from the S accumulators as the A operand: D/8 mma).
+// So a 64-key round is 64 tensor-core instructions per block for D = 128, where the CUDA-core kernel
+// spends ~7 x 64 x 2 x 128 FMAs. At the end of the split the 4 warps' (max, sum, O) are combined
+// through shared memory into the split's result: final when the context fits one split, else a
+// partial that the last block of the (token, KV head) merges (threads over (head, 4 dims), the
+// split weights computed once per head).
+//
+// Fused with RoPE (decode steps), the first round's K/V copies and the metadata go out before
+// pdl_wait (nothing the overlapped kernels write), except the newest key's row, which this kernel
+// computes: the block holding it writes it into the cache and straight into its K/V tiles.
+//
+// Bytes: the K and V rows of the context (2 x len x D x 2 per KV head), the q/k/v row, the output;
+// with several splits the partials (D + 2 floats per head and split) written and read back once.
+#include <cfloat>
+
+#include "kernels/decode_attention_detail.cuh"
+#include "kernels/mma_bf16.cuh"
+#include "kernels/pdl.cuh"
+
+namespace cosmos::kernels::decode_detail {
+namespace {
+
+using namespace mma;
+using bf16 = __nv_bfloat16;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRound = 16 * kWarps;  // keys per round: 16 per warp
+static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
+
+template <int D, typename Out>
+__global__ void __launch_bounds__(kThreads) decode_attention_mma_kernel(const AttentionArgs a, const RopeIn rope,
+                                                                        const Scratch sc) {
+  constexpr int kChunks = D / 8;                     // 16-byte chunks per row
+  constexpr int kTileBytes = kRound * D * 2;         // one K or V tile
+  constexpr int kCopyStep = kThreads / kChunks;      // tile rows per copy pass
+  constexpr int kCopyRows = kRound / kCopyStep;      // copy passes per tile
+  static_assert(4 * 16 * D * 4 <= 2 * kTileBytes, "the warps' O fit in the K and V tiles for the combine");
+  // [K tile 64 x D | V tile 64 x D | Q 16 x D], bf16, swizzled (mma::tile_offset). After the last
+  // round the K and V tiles hold the warps' O for the combine: [warp][16][D] fp32.
+  __shared__ __align__(128) unsigned char smem[2 * kTileBytes + 16 * D * 2];
+  __shared__ float s_m[kWarps][16], s_l[kWarps][16];  // per warp and row: max (raw score), sum
+  __shared__ float s_w[kMaxGroup][kSplits];            // merge: each split's weight, per head
+  __shared__ float s_sum[kMaxGroup];                   // merge: total sum, per head
+  __shared__ int last_flag;
+  const unsigned sK = smem_u32(smem), sV = sK + kTileBytes, sQ = sV + kTileBytes;
+  auto elem = [&](unsigned tile, int r, int e) {  // the bf16 element e of row r of a tile
+    return reinterpret_cast<bf16*>(smem + (tile - sK) + tile_offset<D>(r, e >> 3) + (e & 7) * 2);
+  };
+
+  const bool fused = rope.qkv != nullptr;
+  if (!fused) pdl_wait();
+  const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int G = a.heads / a.kv_heads;
+  const int len = a.ctx_len[t];
+  const int per = split_len(len);
+  const int active = (len + per - 1) / per;
+  if (split >= active) return;
+  const int j0 = split * per, j1 = min(len, j0 + per);
+  const std::int32_t* table = a.block_tables + a.table_offset[t];
+  const int bs = a.block_size;
+  const std::size_t kvd = static_cast<std::size_t>(a.kv_heads) * D;
+  bf16* kc = static_cast<bf16*>(const_cast<void*>(a.k_cache));
+  bf16* vc = static_cast<bf16*>(const_cast<void*>(a.v_cache));
+  const bf16* k_head = kc + static_cast<std::size_t>(kvh) * D;
+  const bf16* v_head = vc + static_cast<std::size_t>(kvh) * D;
+
+  // Copies of round [base, base + kRound): K and V rows; keys >= j1 are zero-filled (finite V for
+  // P V, K masked). skip: the newest key, written by this block instead.
+  const int crow = tid / kChunks, cchunk = tid % kChunks;
+  auto load_round = [&](int base, int skip) {
+#pragma unroll
+    for (int i = 0; i < kCopyRows; ++i) {
+      const int r = crow + i * kCopyStep, key = base + r;
+      if (key == skip) continue;
+      const bool valid = key < j1;
+      const std::size_t slot =
+          valid ? static_cast<std::size_t>(table[key / bs]) * bs + key % bs : 0;
+      cp_async_16(sK + tile_offset<D>(r, cchunk), k_head + slot * kvd + cchunk * 8, valid);
+      cp_async_16(sV + tile_offset<D>(r, cchunk), v_head + slot * kvd + cchunk * 8, valid);
+    }
+    cp_async_commit();
+  };
+  const bool newest_here = fused && split == active - 1;  // this block writes the newest key
+  load_round(j0, newest_here && len - 1 < j0 + kRound ? len - 1 : -1);
+  if (fused) pdl_wait();
+  pdl_launch_dependents();
+
+  // Q rows (bf16, roped, unscaled), zero rows past the group.
+  for (int i = tid; i < (16 - G) * D; i += kThreads) *elem(sQ, G + i / D, i % D) = __float2bfloat16(0.0f);
+  if (fused) {
+    // Rotary embedding as kernels/rope_kv.cu computes it, for the group's q heads and, in the block
+    // holding the newest key, for k; that block writes the new k and v rows into the cache (and,
+    // when the key is in its first round, into the tiles).
+    constexpr int kHalf = D / 2;
+    const int qd = a.heads * D;
+    const float* row = rope.qkv + static_cast<std::size_t>(t) * (qd + 2 * kvd);
+    const std::int32_t* pos = rope.positions + 3 * t;
+    const int nr = len - 1 - j0;  // the newest key's row in the first round's tiles (if < kRound)
+    const int pairs = (G + (newest_here ? 1 : 0)) * kHalf;
+    bf16* kh = kc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
+    for (int i = tid; i < pairs; i += kThreads) {
+      const int h = i / kHalf, p = i % kHalf;
+      const int which = p < rope.section0 ? 0 : (p < rope.section0 + rope.section1 ? 1 : 2);
+      const float f = static_cast<float>(pos[which]) * rope.inv_freq[p];
+      float sn, cs;
+      sincosf(f, &sn, &cs);
+      const int off = h < G ? (kvh * G + h) * D : qd + kvh * D;
+      float x1 = row[off + p], x2 = row[off + p + kHalf];
+      if (rope.bias) {
+        x1 += rope.bias[off + p];
+        x2 += rope.bias[off + p + kHalf];
+      }
+      // The roundings of kernels/rope_kv.cu's rotate(), so both paths give the same bf16 values.
+      const bf16 y1 = __float2bfloat16(__fmaf_rn(cs, x1, -__fmul_rn(sn, x2)));
+      const bf16 y2 = __float2bfloat16(__fmaf_rn(sn, x1, __fmul_rn(cs, x2)));
+      if (h < G) {
+        *elem(sQ, h, p) = y1;
+        *elem(sQ, h, p + kHalf) = y2;
+      } else {
+        kh[p] = y1;
+        kh[p + kHalf] = y2;
+        if (nr < kRound) {
+          *elem(sK, nr, p) = y1;
+          *elem(sK, nr, p + kHalf) = y2;
+        }
+      }
+    }
+    if (newest_here) {
+      const int vo = qd + kvd + kvh * D;
+      bf16* vh = vc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
+      for (int i = tid; i < D; i += kThreads) {
+        const bf16 v = __float2bfloat16(row[vo + i] + (rope.bias ? rope.bias[vo + i] : 0.0f));
+        vh[i] = v;
+        if (nr < kRound) *elem(sV, nr, i) = v;
+      }
+    }
+  } else {
+    for (int i = tid; i < G * D; i += kThreads)
+      *elem(sQ, i / D, i % D) = __float2bfloat16(a.q[(static_cast<std::size_t>(t) * a.heads + kvh * G) * D + i]);
+  }
+
+  const int g = lane >> 2, tq = lane & 3;
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+  float o[D / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores of rows g, g + 8
+  float l[2] = {0.0f, 0.0f};            // this lane's part of the running sums
+
+  for (int base = j0;;) {
+    cp_async_wait<0>();
+    __syncthreads();  // the round's tiles (and Q, the newest row) are complete for every warp
+
+    // S = Q K^T for this warp's 16 keys.
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      unsigned qf[4], b0, b1, b2, b3;
+      ldmatrix_x4(sQ + tile_offset<D>(lane & 15, ks * 2 + (lane >> 4)), qf[0], qf[1], qf[2], qf[3]);
+      ldmatrix_x4(sK + tile_offset<D>(warp * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)), b0, b1,
+                  b2, b3);
+      mma_bf16(s[0], qf, b0, b1);
+      mma_bf16(s[1], qf, b2, b3);
+    }
+    // Keys past the split (or the context) get no weight.
+    const int k0 = base + warp * 16;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (k0 + nt * 8 + 2 * tq + (e & 1) >= j1) s[nt][e] = -INFINITY;
+
+    // Online softmax in base 2: p = 2^(s scale_log2 - m scale_log2).
+    float mx[2] = {fmaxf(m[0], fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]))),
+                   fmaxf(m[1], fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3])))};
+    float msc[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      msc[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale_log2;  // no valid key yet: p stays 0
+      const float corr = fast_exp2(m[i] * scale_log2 - msc[i]);  // m = -inf: 0
+      m[i] = mx[i];
+      l[i] *= corr;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][2 * i] *= corr;
+        o[dt][2 * i + 1] *= corr;
+      }
+    }
+    unsigned p[4];  // P as the A fragment of one k16 step (keys 0..7: p[0], p[1]; 8..15: p[2], p[3])
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const float p0 = fast_exp2(fmaf(s[nt][0], scale_log2, -msc[0]));
+      const float p1 = fast_exp2(fmaf(s[nt][1], scale_log2, -msc[0]));
+      const float p2 = fast_exp2(fmaf(s[nt][2], scale_log2, -msc[1]));
+      const float p3 = fast_exp2(fmaf(s[nt][3], scale_log2, -msc[1]));
+      l[0] += p0 + p1;
+      l[1] += p2 + p3;
+      p[2 * nt] = pack_bf16(p0, p1);
+      p[2 * nt + 1] = pack_bf16(p2, p3);
+    }
+    // O += P V (V read transposed into col-major B fragments).
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      unsigned b0, b1, b2, b3;
+      ldmatrix_x4_trans(sV + tile_offset<D>(warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)),
+                        b0, b1, b2, b3);
+      mma_bf16(o[2 * dp], p, b0, b1);
+      mma_bf16(o[2 * dp + 1], p, b2, b3);
+    }
+    base += kRound;
+    if (base >= j1) break;
+    __syncthreads();  // every warp is done with the tiles
+    load_round(base, -1);
+  }
+
+  // Combine the warps: per row, M = max of the warps' maxima, each warp's O and sum weighted by
+  // 2^((m_w - M) scale_log2).
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  }
+  if (tq == 0) {
+    s_m[warp][g] = m[0];
+    s_m[warp][g + 8] = m[1];
+    s_l[warp][g] = l[0];
+    s_l[warp][g + 8] = l[1];
+  }
+  __syncthreads();  // s_m, s_l complete; every warp is done with the tiles
+  float* so = reinterpret_cast<float*>(smem);  // [warp][16][D] fp32
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = g + 8 * i;
+    float M = s_m[0][r];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
+    const float f = m[i] == -INFINITY ? 0.0f : fast_exp2((m[i] - M) * scale_log2);
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      so[(warp * 16 + r) * D + dt * 8 + 2 * tq] = o[dt][2 * i] * f;
+      so[(warp * 16 + r) * D + dt * 8 + 2 * tq + 1] = o[dt][2 * i + 1] * f;
+    }
+  }
+  __syncthreads();
+
+  const std::size_t head0 = static_cast<std::size_t>(t) * a.heads + kvh * G;  // the group's first head
+  for (int i = tid; i < G * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    float M = s_m[0][r];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
+    float L = 0.0f, O = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      if (s_m[w][r] != -INFINITY) L += s_l[w][r] * fast_exp2((s_m[w][r] - M) * scale_log2);
+      O += so[(w * 16 + r) * D + d];
+    }
+    if (active == 1) {
+      store_elem(static_cast<Out*>(a.out) + (head0 + r) * D, d, O / L);
+    } else {
+      const std::size_t at = (head0 + r) * kSplits + split;
+      sc.o[at * D + d] = O;
+      if (d == 0) {
+        sc.ml[2 * at] = M * scale_log2;  // the merge's units: base-2 exponents
+        sc.ml[2 * at + 1] = L;
+      }
+    }
+  }
+  if (active == 1) return;
+
+  // The last block of the (token, KV head) to finish merges the splits.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    int* counter = sc.counters + t * a.kv_heads + kvh;
+    const int ticket = atomicAdd(counter, 1);
+    last_flag = ticket == active - 1;
+    if (last_flag) *counter = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last_flag) return;
+  __threadfence();
+  // Weights: warp w takes heads w, w + 4; lane s reads splits s and s + 32.
+  for (int r = warp; r < G; r += kWarps) {
+    const std::size_t at0 = (head0 + r) * kSplits;
+    const int s0 = lane, s1 = lane + 32;
+    const float m0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0)) : -INFINITY;
+    const float m1 = s1 < active ? __ldcg(sc.ml + 2 * (at0 + s1)) : -INFINITY;
+    const float l0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0) + 1) : 0.0f;
+    const float l1 = s1 < active ? __ldcg(sc.ml + 2 * (at0 + s1) + 1) : 0.0f;
+    const float M = warp_max(fmaxf(m0, m1));
+    const float w0 = s0 < active ? fast_exp2(m0 - M) : 0.0f, w1 = s1 < active ? fast_exp2(m1 - M) : 0.0f;
+    const float total = warp_sum(l0 * w0 + l1 * w1);
+    s_w[r][s0] = w0;
+    s_w[r][s1] = w1;
+    if (lane == 0) s_sum[r] = total;
+  }
+  __syncthreads();
+  for (int i = tid; i < G * D / 4; i += kThreads) {
+    const int r = i / (D / 4), d4 = i % (D / 4);
+    const std::size_t at0 = (head0 + r) * kSplits;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+    for (int s2 = 0; s2 < active; ++s2) {
+      const float w = s_w[r][s2];
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(sc.o + (at0 + s2) * D) + d4);
+      acc.x = fmaf(w, v.x, acc.x);
+      acc.y = fmaf(w, v.y, acc.y);
+      acc.z = fmaf(w, v.z, acc.z);
+      acc.w = fmaf(w, v.w, acc.w);
+    }
+    const float inv = 1.0f / s_sum[r];
+    Out* out = static_cast<Out*>(a.out) + (head0 + r) * D + d4 * 4;
+    store_elem(out, 0, acc.x * inv);
+    store_elem(out, 1, acc.y * inv);
+    store_elem(out, 2, acc.z * inv);
+    store_elem(out, 3, acc.w * inv);
+  }
+}
+
+template <int D>
+void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
+  const dim3 grid(a.n, a.kv_heads, kSplits);
+  switch (a.out_type) {
+    case ElemType::f32: launch_pdl(decode_attention_mma_kernel<D, float>, grid, kThreads, 0, stream, a, r, s); break;
+    case ElemType::bf16: launch_pdl(decode_attention_mma_kernel<D, bf16>, grid, kThreads, 0, stream, a, r, s); break;
+    case ElemType::f16: launch_pdl(decode_attention_mma_kernel<D, __half>, grid, kThreads, 0, stream, a, r, s); break;
+  }
+}
+
+}  // namespace
+
+void launch_decode_attention_mma(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
+  if (a.head_dim == 128)
+    launch_d<128>(a, r, s, stream);
+  else
+    launch_d<64>(a, r, s, stream);
+}
+
+}  // namespace cosmos::kernels::decode_detail
