@@ -2,22 +2,27 @@
 // cache (see kernels/decode_attention.cuh for the contract, which it shares with the CUDA-core
 // kernel in decode_attention.cu).
 //
-// Block (token t, KV head, split), 4 warps. The group's query heads (up to 8) are the rows of one
-// m16 tile: Q [16][D] bf16 in shared memory (rows past the group zero). Per round of 64 keys the
-// block copies the K and V rows [64][D] from the paged cache into shared memory (16-byte
-// asynchronous copies, 32 KB for D = 128), then warp w takes keys 16w .. 16w + 15 of the round:
+// Block (token t, KV head, split), 8 warps: 4 run the tensor-core work, all 8 copy, rope, combine
+// and merge (measured on the H200: 8 warps instead of 4 took the decode step from 250 to 256 tok/s
+// at short context and from 234 to 248 at 4k, mostly a twice-as-parallel merge). The group's query
+// heads (up to 8) are the rows of one m16 tile: Q [16][D] bf16 in shared memory (rows past the
+// group zero). Per round of 64 keys the block copies the K and V rows [64][D] from the paged cache
+// into shared memory (16-byte asynchronous copies, 32 KB for D = 128, one buffer), then mma warp w
+// takes keys 16w .. 16w + 15 of the round:
 //   S = Q K^T  (16 x 16, D/16 k-steps of mma.m16n8k16: 2 D/16 mma),
 //   online softmax in base 2 over its keys (the scale folded into the exponent),
 //   O += P V   (16 x D, P re-packed from the S accumulators as the A operand: D/8 mma).
 // So a 64-key round is 64 tensor-core instructions per block for D = 128, where the CUDA-core kernel
-// spends ~7 x 64 x 2 x 128 FMAs. At the end of the split the 4 warps' (max, sum, O) are combined
+// spends ~7 x 64 x 2 x 128 FMAs. At the end of the split the 4 mma warps' (max, sum, O) are combined
 // through shared memory into the split's result: final when the context fits one split, else a
 // partial that the last block of the (token, KV head) merges (threads over (head, 4 dims), the
 // split weights computed once per head).
 //
-// Fused with RoPE (decode steps), the first round's K/V copies and the metadata go out before
-// pdl_wait (nothing the overlapped kernels write), except the newest key's row, which this kernel
-// computes: the block holding it writes it into the cache and straight into its K/V tiles.
+// Splits as the CUDA-core kernel's (up to 64 of multiples of 64 keys; measured at 4k: 64 splits of
+// one round beat 32 of two rounds and 16 of four). Fused with RoPE (decode steps), the first round's
+// K/V copies and the metadata go out before pdl_wait (nothing the overlapped kernels write), except
+// the newest key's row, which this kernel computes: the block holding it writes it into the cache
+// and straight into its K/V tiles.
 //
 // Bytes: the K and V rows of the context (2 x len x D x 2 per KV head), the q/k/v row, the output;
 // with several splits the partials (D + 2 floats per head and split) written and read back once.
@@ -33,21 +38,25 @@ namespace {
 using namespace mma;
 using bf16 = __nv_bfloat16;
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kRound = 16 * kWarps;  // keys per round: 16 per warp
+constexpr int kWarps = 4;                 // warps that run the mma work: 16 keys each per round
+constexpr int kThreads = 2 * kWarps * 32;  // twice as many threads copy, rope and merge
+constexpr int kRound = 16 * kWarps;  // keys per round
 static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 
+
 template <int D, typename Out>
-__global__ void __launch_bounds__(kThreads) decode_attention_mma_kernel(const AttentionArgs a, const RopeIn rope,
-                                                                        const Scratch sc) {
+__global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const AttentionArgs a, const RopeIn rope,
+                                                                           const Scratch sc) {
   constexpr int kChunks = D / 8;                     // 16-byte chunks per row
   constexpr int kTileBytes = kRound * D * 2;         // one K or V tile
   constexpr int kCopyStep = kThreads / kChunks;      // tile rows per copy pass
   constexpr int kCopyRows = kRound / kCopyStep;      // copy passes per tile
-  static_assert(4 * 16 * D * 4 <= 2 * kTileBytes, "the warps' O fit in the K and V tiles for the combine");
-  // [K tile 64 x D | V tile 64 x D | Q 16 x D], bf16, swizzled (mma::tile_offset). After the last
-  // round the K and V tiles hold the warps' O for the combine: [warp][16][D] fp32.
+  static_assert(4 * 16 * D * 4 <= 2 * kTileBytes, "the warps' O fit in one buffer for the combine");
+  // [K tile 64 x D | V tile 64 x D | Q 16 x D], bf16, swizzled (mma::tile_offset): 36 KB for
+  // D = 128, static. (Two buffers, 68 KB of dynamic shared memory, made the whole decode step 20%
+  // slower on the H200, at every context length; presumably the shared-memory carveout changing
+  // between this kernel and its neighbours.) After the last round the tiles hold the warps' O for
+  // the combine: [warp][16][D] fp32.
   __shared__ __align__(128) unsigned char smem[2 * kTileBytes + 16 * D * 2];
   __shared__ float s_m[kWarps][16], s_l[kWarps][16];  // per warp and row: max (raw score), sum
   __shared__ float s_w[kMaxGroup][kSplits];            // merge: each split's weight, per head
@@ -93,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_mma_kernel(const At
     cp_async_commit();
   };
   const bool newest_here = fused && split == active - 1;  // this block writes the newest key
-  load_round(j0, newest_here && len - 1 < j0 + kRound ? len - 1 : -1);
+  load_round(j0, newest_here ? len - 1 : -1);  // the newest row goes into the tiles directly
   if (fused) pdl_wait();
   pdl_launch_dependents();
 
@@ -162,6 +171,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_mma_kernel(const At
   for (int base = j0;;) {
     cp_async_wait<0>();
     __syncthreads();  // the round's tiles (and Q, the newest row) are complete for every warp
+    if (warp < kWarps) {
 
     // S = Q K^T for this warp's 16 keys.
     float s[2][4];
@@ -223,6 +233,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_mma_kernel(const At
       mma_bf16(o[2 * dp], p, b0, b1);
       mma_bf16(o[2 * dp + 1], p, b2, b3);
     }
+    }  // the mma warps
     base += kRound;
     if (base >= j1) break;
     __syncthreads();  // every warp is done with the tiles
@@ -236,16 +247,16 @@ __global__ void __launch_bounds__(kThreads) decode_attention_mma_kernel(const At
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
   }
-  if (tq == 0) {
+  if (tq == 0 && warp < kWarps) {
     s_m[warp][g] = m[0];
     s_m[warp][g + 8] = m[1];
     s_l[warp][g] = l[0];
     s_l[warp][g + 8] = l[1];
   }
   __syncthreads();  // s_m, s_l complete; every warp is done with the tiles
-  float* so = reinterpret_cast<float*>(smem);  // [warp][16][D] fp32
+  float* so = reinterpret_cast<float*>(smem);  // [warp][16][D] fp32, over the K and V tiles
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 2 && warp < kWarps; ++i) {
     const int r = g + 8 * i;
     float M = s_m[0][r];
 #pragma unroll
@@ -296,8 +307,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_mma_kernel(const At
   __syncthreads();
   if (!last_flag) return;
   __threadfence();
-  // Weights: warp w takes heads w, w + 4; lane s reads splits s and s + 32.
-  for (int r = warp; r < G; r += kWarps) {
+  // Weights: warp w takes head w (and w + 8); lane s reads splits s and s + 32.
+  for (int r = warp; r < G; r += kThreads / 32) {
     const std::size_t at0 = (head0 + r) * kSplits;
     const int s0 = lane, s1 = lane + 32;
     const float m0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0)) : -INFINITY;
@@ -316,7 +327,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_mma_kernel(const At
     const int r = i / (D / 4), d4 = i % (D / 4);
     const std::size_t at0 = (head0 + r) * kSplits;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
+#pragma unroll 16
     for (int s2 = 0; s2 < active; ++s2) {
       const float w = s_w[r][s2];
       const float4 v = __ldcg(reinterpret_cast<const float4*>(sc.o + (at0 + s2) * D) + d4);
