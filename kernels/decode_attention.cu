@@ -168,17 +168,8 @@ __global__ void __launch_bounds__(kThreads)
     KV* kh = kc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
     for (int i = threadIdx.x; i < pairs; i += kThreads) {
       const int h = i / kHalf, p = i % kHalf;
-      const int which = p < rope.section0 ? 0 : (p < rope.section0 + rope.section1 ? 1 : 2);
-      const float f = static_cast<float>(pos[which]) * rope.inv_freq[p];
-      float sn, cs;
-      sincosf(f, &sn, &cs);
-      const int off = h < G ? (kvh * G + h) * D : qd + kvh * D;
-      float x1 = row[off + p], x2 = row[off + p + kHalf];
-      if (rope.bias) {
-        x1 += rope.bias[off + p];
-        x2 += rope.bias[off + p + kHalf];
-      }
-      const float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
+      float y1, y2;
+      rope_pair<D>(rope, row, pos, h < G ? (kvh * G + h) * D : qd + kvh * D, p, y1, y2);
       if (h < G) {
         qs[h][p] = y1 * a.scale;
         qs[h][p + kHalf] = y2 * a.scale;
@@ -294,14 +285,8 @@ __global__ void __launch_bounds__(kThreads)
   __threadfence();
   // Last block: warp g merges head g over the splits, lane s reading split s's (max, sum).
   const std::size_t at0 = head * kSplits;
-  const int s0 = lane, s1 = lane + 32;
-  const float m0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0)) : -FLT_MAX;
-  const float m1 = s1 < active ? __ldcg(sc.ml + 2 * (at0 + s1)) : -FLT_MAX;
-  const float l0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0) + 1) : 0.0f;
-  const float l1 = s1 < active ? __ldcg(sc.ml + 2 * (at0 + s1) + 1) : 0.0f;
-  const float M = warp_max(fmaxf(m0, m1));
-  const float w0 = s0 < active ? expf(m0 - M) : 0.0f, w1 = s1 < active ? expf(m1 - M) : 0.0f;
-  const float Ltot = warp_sum(l0 * w0 + l1 * w1);
+  float w0, w1;
+  const float Ltot = split_weights<false>(sc.ml, at0, active, lane, w0, w1);
   float o[kDL];
 #pragma unroll
   for (int k = 0; k < kDL; ++k) o[k] = 0.0f;

@@ -2,6 +2,8 @@
 // context, the fused-RoPE inputs and the scratch layout both decode attention kernels share.
 #pragma once
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -42,6 +44,26 @@ struct RopeIn {  // kernels/rope_kv.cuh's inputs, for the fused path (null qkv: 
   int section0 = 0, section1 = 0;
 };
 
+// RoPE of pair p (0 <= p < D / 2) of the head at element offset `off` of a token's q/k/v row `row`
+// (positions pos[0..3)), exactly as kernels/rope_kv.cu computes it (same angle, bias first, the
+// same fp32 roundings as its rotate()): y1, y2 are the rotated elements p and p + D / 2.
+template <int D>
+__device__ __forceinline__ void rope_pair(const RopeIn& rope, const float* row, const std::int32_t* pos, int off, int p,
+                                          float& y1, float& y2) {
+  constexpr int kHalf = D / 2;
+  const int which = p < rope.section0 ? 0 : (p < rope.section0 + rope.section1 ? 1 : 2);
+  const float f = static_cast<float>(pos[which]) * rope.inv_freq[p];
+  float sn, cs;
+  sincosf(f, &sn, &cs);
+  float x1 = row[off + p], x2 = row[off + p + kHalf];
+  if (rope.bias) {
+    x1 += rope.bias[off + p];
+    x2 += rope.bias[off + p + kHalf];
+  }
+  y1 = __fmaf_rn(cs, x1, -__fmul_rn(sn, x2));
+  y2 = __fmaf_rn(sn, x1, __fmul_rn(cs, x2));
+}
+
 // Scratch: ml [n][heads][kSplits][2] (max, sum), o [n][heads][kSplits][D], counters [n][kv_heads].
 // What "max" and "sum" mean is each kernel's own (the split partials never mix kernels).
 struct Scratch {
@@ -49,6 +71,24 @@ struct Scratch {
   float* o;
   int* counters;
 };
+
+// The merge's weights for one head's splits, from ml (each split's (max, sum), at at0 + split): lane
+// l gets w0, w1 = exp(max - M) for splits l and l + 32 (0 past `active`), M the largest max; returns
+// the total sum(sum_s w_s), the same in every lane. kBase2: the maxima are base-2 exponents.
+template <bool kBase2>
+__device__ __forceinline__ float split_weights(const float* ml, std::size_t at0, int active, int lane, float& w0,
+                                               float& w1) {
+  const int s0 = lane, s1 = lane + 32;
+  const float m0 = s0 < active ? __ldcg(ml + 2 * (at0 + s0)) : -INFINITY;
+  const float m1 = s1 < active ? __ldcg(ml + 2 * (at0 + s1)) : -INFINITY;
+  const float l0 = s0 < active ? __ldcg(ml + 2 * (at0 + s0) + 1) : 0.0f;
+  const float l1 = s1 < active ? __ldcg(ml + 2 * (at0 + s1) + 1) : 0.0f;
+  const float M = warp_max(fmaxf(m0, m1));
+  auto ex = [](float x) { return kBase2 ? exp2f(x) : expf(x); };
+  w0 = s0 < active ? ex(m0 - M) : 0.0f;
+  w1 = s1 < active ? ex(m1 - M) : 0.0f;
+  return warp_sum(l0 * w0 + l1 * w1);
+}
 
 // The tensor-core kernel (kernels/decode_attention_mma.cu): bf16 cache, head_dim 64 or 128.
 void launch_decode_attention_mma(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream);

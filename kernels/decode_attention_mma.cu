@@ -121,19 +121,9 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     bf16* kh = kc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
     for (int i = tid; i < pairs; i += kThreads) {
       const int h = i / kHalf, p = i % kHalf;
-      const int which = p < rope.section0 ? 0 : (p < rope.section0 + rope.section1 ? 1 : 2);
-      const float f = static_cast<float>(pos[which]) * rope.inv_freq[p];
-      float sn, cs;
-      sincosf(f, &sn, &cs);
-      const int off = h < G ? (kvh * G + h) * D : qd + kvh * D;
-      float x1 = row[off + p], x2 = row[off + p + kHalf];
-      if (rope.bias) {
-        x1 += rope.bias[off + p];
-        x2 += rope.bias[off + p + kHalf];
-      }
-      // The roundings of kernels/rope_kv.cu's rotate(), so both paths give the same bf16 values.
-      const bf16 y1 = __float2bfloat16(__fmaf_rn(cs, x1, -__fmul_rn(sn, x2)));
-      const bf16 y2 = __float2bfloat16(__fmaf_rn(sn, x1, __fmul_rn(cs, x2)));
+      float r1, r2;
+      rope_pair<D>(rope, row, pos, h < G ? (kvh * G + h) * D : qd + kvh * D, p, r1, r2);
+      const bf16 y1 = __float2bfloat16(r1), y2 = __float2bfloat16(r2);
       if (h < G) {
         *elem(sQ, h, p) = y1;
         *elem(sQ, h, p + kHalf) = y2;
@@ -309,17 +299,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   __threadfence();
   // Weights: warp w takes head w (and w + 8); lane s reads splits s and s + 32.
   for (int r = warp; r < G; r += kThreads / 32) {
-    const std::size_t at0 = (head0 + r) * kSplits;
-    const int s0 = lane, s1 = lane + 32;
-    const float m0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0)) : -INFINITY;
-    const float m1 = s1 < active ? __ldcg(sc.ml + 2 * (at0 + s1)) : -INFINITY;
-    const float l0 = s0 < active ? __ldcg(sc.ml + 2 * (at0 + s0) + 1) : 0.0f;
-    const float l1 = s1 < active ? __ldcg(sc.ml + 2 * (at0 + s1) + 1) : 0.0f;
-    const float M = warp_max(fmaxf(m0, m1));
-    const float w0 = s0 < active ? fast_exp2(m0 - M) : 0.0f, w1 = s1 < active ? fast_exp2(m1 - M) : 0.0f;
-    const float total = warp_sum(l0 * w0 + l1 * w1);
-    s_w[r][s0] = w0;
-    s_w[r][s1] = w1;
+    float w0, w1;
+    const float total = split_weights<true>(sc.ml, (head0 + r) * kSplits, active, lane, w0, w1);
+    s_w[r][lane] = w0;
+    s_w[r][lane + 32] = w1;
     if (lane == 0) s_sum[r] = total;
   }
   __syncthreads();

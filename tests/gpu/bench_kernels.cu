@@ -23,17 +23,10 @@
 #include "kernels/gemm_lt.h"
 #include "kernels/gemv.cuh"
 #include "kernels/pdl.cuh"
+#include "bench_check.h"
 
 namespace {
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e), __FILE__, __LINE__); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 template <typename F>
 float median_ms(F&& launch, int reps, cudaStream_t stream = nullptr) {

@@ -22,17 +22,10 @@
 #include <cuda_runtime.h>
 
 #include "kernels/pdl.cuh"
+#include "bench_check.h"
 
 namespace {
 
-#define CHECK(x)                                                                                        \
-  do {                                                                                                  \
-    cudaError_t e = (x);                                                                                \
-    if (e != cudaSuccess) {                                                                             \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e), __FILE__, __LINE__); \
-      std::exit(1);                                                                                     \
-    }                                                                                                   \
-  } while (0)
 
 using cosmos::kernels::pdl_launch_dependents;
 using cosmos::kernels::pdl_wait;
