@@ -16,6 +16,7 @@
 #include "cli_common.h"
 #include "cosmos/cuda_backend.h"
 #include "cosmos/model_loader.h"
+#include "cosmos/memory_estimate.h"
 #include "cosmos/model_tensors.h"
 #include "cosmos/test_model.h"
 
@@ -134,10 +135,18 @@ int run_bench(const BenchArgs& a) {
   const ModelConfig& c = b.config();
   if (!device_note.empty()) std::cerr << device_note << "\n";
 
-  // Bytes a decode step reads: every text-model matrix once (embedding: one row).
+  // Bytes a decode step reads: every text-model matrix once, in the loaded precision's format
+  // (quantized values and scales for the linear weights and lm_head; embedding: one bf16 row).
   std::uint64_t step_bytes = 0;
-  for (const auto& t : text_model_tensors(c))
-    step_bytes += t.role == TensorRole::embedding ? static_cast<std::uint64_t>(c.hidden_size) * 2 : t.numel() * 2;
+  for (const auto& t : text_model_tensors(c)) {
+    switch (t.role) {
+      case TensorRole::embedding: step_bytes += static_cast<std::uint64_t>(c.hidden_size) * 2; break;
+      case TensorRole::attn_weight:
+      case TensorRole::mlp_weight:
+      case TensorRole::lm_head: step_bytes += linear_weight_bytes(t.shape[0], t.shape[1], b.precision()); break;
+      default: step_bytes += t.numel() * 2; break;
+    }
+  }
   const double copy_gbps = b.name() == "cuda" ? gpu_copy_bandwidth_gbps() : 0.0;
 
   std::mt19937 rng(7);

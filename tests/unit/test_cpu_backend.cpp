@@ -206,7 +206,7 @@ TEST(CpuBackend, ErrorsLeaveTheCacheUnchanged) {
 
 TEST(CpuBackend, RefusesPrecisionsItDoesNotRun) {
   BackendOptions o;
-  o.precision = Precision::int4;
+  o.precision = Precision::fp16;  // the quantized precisions: test_cpu_quant.cpp
   auto b = create_cpu_backend(testing::tiny_model_dir(), o);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.error().code, "backend.precision");

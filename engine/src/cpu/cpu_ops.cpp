@@ -7,6 +7,10 @@
 namespace cosmos::cpu {
 
 void load_row(const WeightView& w, std::int64_t row, float* dst) {
+  if (w.quant) {
+    dequantize_row(*w.quant, row, dst);
+    return;
+  }
   const std::int64_t n = w.cols;
   switch (w.dtype) {
     case DType::bf16: {

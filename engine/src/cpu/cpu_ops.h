@@ -7,17 +7,20 @@
 #include <span>
 
 #include "cosmos/dtype.h"
+#include "cosmos/quant.h"
 
 namespace cosmos::cpu {
 
-// A weight tensor in place (memory-mapped from the checkpoint): rows x cols of `dtype`.
+// A weight tensor: rows x cols of `dtype` in place (memory-mapped from the checkpoint), or, when
+// `quant` is set, the quantized copy it points to (cosmos/quant.h; data and dtype then unused).
 struct WeightView {
   const std::byte* data = nullptr;
   DType dtype = DType::bf16;
   std::int64_t rows = 0, cols = 0;  // cols == 1 row length for vectors (rows = 1)
+  const QuantizedMatrix* quant = nullptr;
 };
 
-// dst[0..n) = fp32 of src row `row` (n = cols).
+// dst[0..n) = fp32 of src row `row` (n = cols); quantized weights are dequantized.
 void load_row(const WeightView& w, std::int64_t row, float* dst);
 
 // y[n, out] = x[n, in] @ W^T (+ bias). W: [out, in]. bias: [out] fp32 or null.

@@ -1,0 +1,346 @@
+// Quantized weight formats (cosmos/quant.h): int8 and fp8 (E4M3) per output row, int4 per group of
+// 128 columns with a bf16 scale and minimum; the E4M3 codec; sizes matching linear_weight_bytes().
+//
+// quantize_rows() reads each source row once to convert it to fp32, reject NaN / infinity and find
+// every group's minimum and maximum (the row's max|w| follows from them), then once more to quantize
+// from that fp32 copy. Rounding to an integer is to nearest, ties to even, everywhere (the result
+// std::nearbyint gives in the default rounding mode).
+#include "cosmos/quant.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace cosmos {
+namespace {
+
+// ---- bf16 -------------------------------------------------------------------------------------
+
+float bf16_to_float(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
+
+// The largest bf16 <= x, for |x| <= kMaxWeight.
+std::uint16_t bf16_round_down(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  std::uint32_t hi = u >> 16;
+  if ((u & 0xFFFFu) != 0 && (u & 0x80000000u) != 0) ++hi;  // negative: truncation rounded it up
+  return static_cast<std::uint16_t>(hi);
+}
+
+// The smallest bf16 >= x for a finite x >= 0 that is far below bf16's largest finite value.
+std::uint16_t bf16_round_up_nonneg(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  return static_cast<std::uint16_t>((u >> 16) + ((u & 0xFFFFu) != 0 ? 1u : 0u));
+}
+
+// ---- rounding ---------------------------------------------------------------------------------
+
+// Round to nearest, ties to even, for |x| <= 2^22: adding 1.5 * 2^23 leaves no fraction bits, so the
+// FPU's (default) round-to-nearest-even does the work. Same result as std::nearbyint, without a
+// library call on baseline x86-64. Callers clamp x first.
+inline float round_even(float x) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (x + kMagic) - kMagic;
+}
+
+// ---- E4M3 decoding table ----------------------------------------------------------------------
+
+constexpr float e4m3_value(unsigned code) {
+  const std::uint32_t sign = (code & 0x80u) << 24;
+  const unsigned exp = (code >> 3) & 0xFu;
+  const unsigned mant = code & 0x7u;
+  if (exp == 0xFu && mant == 0x7u) return std::bit_cast<float>(sign | 0x7FC00000u);  // NaN
+  if (exp == 0) {                                                                      // mant/8 * 2^-6
+    const float mag = static_cast<float>(mant) * 0x1p-9f;
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(mag) | sign);
+  }
+  // 2^(exp - 7) * (1 + mant/8): fp32 exponent field exp - 7 + 127, mantissa's top three bits.
+  return std::bit_cast<float>(sign | ((exp + 120u) << 23) | (static_cast<std::uint32_t>(mant) << 20));
+}
+
+constexpr std::array<float, 256> make_e4m3_table() {
+  std::array<float, 256> t{};
+  for (unsigned c = 0; c < 256; ++c) t[c] = e4m3_value(c);
+  return t;
+}
+
+constexpr std::array<float, 256> kE4m3 = make_e4m3_table();
+
+// ---- reading source rows ----------------------------------------------------------------------
+
+// The largest magnitude quantized: 2^126 keeps every step in range (int4's max - min <= 2^127, so
+// 15 s and q * s + m stay below FLT_MAX; int8 / fp8's q * s <= max|w| plus rounding). Weights
+// beyond it (f32 or bf16 values near 3e38) mean a broken checkpoint, and are rejected.
+constexpr float kMaxWeight = 0x1p126f;
+
+struct LoadBf16 {
+  static float at(const std::byte* row, std::int64_t c) {
+    std::uint16_t b;
+    std::memcpy(&b, row + 2 * c, 2);
+    return bf16_to_float(b);
+  }
+};
+struct LoadF16 {
+  static float at(const std::byte* row, std::int64_t c) {
+    _Float16 h;
+    std::memcpy(&h, row + 2 * c, 2);
+    return static_cast<float>(h);
+  }
+};
+struct LoadF32 {
+  static float at(const std::byte* row, std::int64_t c) {
+    float f;
+    std::memcpy(&f, row + 4 * c, 4);
+    return f;
+  }
+};
+
+// Converts one source row to fp32 in dst and records each group's min / max. Returns the first
+// column that is NaN, infinite or beyond kMaxWeight, or -1.
+template <typename Load>
+std::int64_t load_row(const std::byte* row, std::int64_t cols, float* dst, float* gmin, float* gmax) {
+  for (std::int64_t c0 = 0, g = 0; c0 < cols; c0 += kInt4GroupSize, ++g) {
+    const std::int64_t c1 = std::min<std::int64_t>(cols, c0 + kInt4GroupSize);
+    float mn = std::numeric_limits<float>::infinity(), mx = -mn;
+    for (std::int64_t c = c0; c < c1; ++c) {
+      const float x = Load::at(row, c);
+      if (!(std::fabs(x) <= kMaxWeight)) return c;  // NaN, infinity or out of range
+      dst[c] = x;
+      mn = std::min(mn, x);
+      mx = std::max(mx, x);
+    }
+    gmin[g] = mn;
+    gmax[g] = mx;
+  }
+  return -1;
+}
+
+// ---- one row of each format (src: the row in fp32; gmin / gmax: its groups' ranges) ------------
+
+float row_absmax(const float* gmin, const float* gmax, std::int64_t groups) {
+  float a = 0.0f;
+  for (std::int64_t g = 0; g < groups; ++g) a = std::max(a, std::max(-gmin[g], gmax[g]));
+  return a;
+}
+
+void quantize_int8_row(const float* src, std::int64_t cols, float absmax, float& scale, std::uint8_t* q) {
+  const float s = absmax / 127.0f;
+  scale = s;
+  if (s == 0.0f) {  // a row of zeros (or one so tiny that its scale underflows)
+    std::fill(q, q + cols, std::uint8_t{0});
+    return;
+  }
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const float x = std::clamp(src[c] / s, -127.0f, 127.0f);
+    q[c] = static_cast<std::uint8_t>(static_cast<std::int8_t>(round_even(x)));
+  }
+}
+
+void quantize_fp8_row(const float* src, std::int64_t cols, float absmax, float& scale, std::uint8_t* q) {
+  const float s = absmax / 448.0f;
+  scale = s;
+  if (s == 0.0f) {
+    std::fill(q, q + cols, std::uint8_t{0});
+    return;
+  }
+  for (std::int64_t c = 0; c < cols; ++c) q[c] = float_to_e4m3(src[c] / s);
+}
+
+// One int4 group [c0, c1) with range [lo, hi]: chooses m (bf16 rounded down from lo) and s (bf16
+// rounded up from (hi - m) / 15), so every weight lies in [m, m + 15 s] and only q's own rounding
+// (at most s/2) remains. c0 is even (groups are 128 wide), so bytes are never shared between groups.
+void quantize_int4_group(const float* src, std::int64_t c0, std::int64_t c1, float lo, float hi,
+                         std::uint16_t& scale_bits, std::uint16_t& min_bits, std::uint8_t* q) {
+  min_bits = bf16_round_down(lo);
+  const float m = bf16_to_float(min_bits);
+  const double span = (static_cast<double>(hi) - static_cast<double>(m)) / 15.0;  // exact enough, no overflow
+  float s = 0.0f;
+  if (span > 0.0) {
+    float f = static_cast<float>(span);
+    if (static_cast<double>(f) < span) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+    scale_bits = bf16_round_up_nonneg(f);
+    s = bf16_to_float(scale_bits);
+  } else {
+    scale_bits = 0;
+  }
+  if (s == 0.0f) {  // constant group (zeros included) that bf16 holds exactly: every q is 0
+    std::fill(q + c0 / 2, q + (c1 + 1) / 2, std::uint8_t{0});
+    return;
+  }
+  auto q4 = [&](float w) {
+    return static_cast<std::uint8_t>(static_cast<int>(round_even(std::clamp((w - m) / s, 0.0f, 15.0f))));
+  };
+  std::int64_t c = c0;
+  for (; c + 1 < c1; c += 2) q[c / 2] = static_cast<std::uint8_t>(q4(src[c]) | (q4(src[c + 1]) << 4));
+  if (c < c1) q[c / 2] = q4(src[c]);  // a last odd column: high nibble 0
+}
+
+template <typename Load>
+Status quantize_rows_as(const std::byte* data, std::size_t elem, QuantizedMatrix& m, std::int64_t row0,
+                        std::int64_t row1) {
+  const std::int64_t cols = m.cols, groups = m.groups();
+  const std::int64_t row_bytes = m.format == QuantFormat::int4_group ? (cols + 1) / 2 : cols;
+  std::vector<float> buf(static_cast<std::size_t>(cols));
+  std::vector<float> gmin(static_cast<std::size_t>(groups)), gmax(static_cast<std::size_t>(groups));
+  for (std::int64_t r = row0; r < row1; ++r) {
+    const std::byte* src = data + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) * elem;
+    if (const std::int64_t bad = load_row<Load>(src, cols, buf.data(), gmin.data(), gmax.data()); bad >= 0) {
+      const float x = Load::at(src, bad);
+      const std::string where = "the weight at row " + std::to_string(r) + ", column " + std::to_string(bad);
+      if (std::isfinite(x))
+        return make_error(ErrorCategory::bad_input, "quant.range",
+                          where + " is " + std::to_string(x) +
+                              ", beyond the +-2^126 that quantized weights hold: the checkpoint looks corrupt");
+      return make_error(ErrorCategory::bad_input, "quant.non_finite",
+                        where + " is " + (std::isnan(x) ? "NaN" : "infinite") +
+                            ": the checkpoint holds a non-finite weight, which cannot be quantized");
+    }
+    std::uint8_t* q = m.q.data() + r * row_bytes;
+    switch (m.format) {
+      case QuantFormat::int8_row:
+        quantize_int8_row(buf.data(), cols, row_absmax(gmin.data(), gmax.data(), groups), m.row_scale[r], q);
+        break;
+      case QuantFormat::fp8_row:
+        quantize_fp8_row(buf.data(), cols, row_absmax(gmin.data(), gmax.data(), groups), m.row_scale[r], q);
+        break;
+      case QuantFormat::int4_group:
+        for (std::int64_t g = 0; g < groups; ++g) {
+          const std::int64_t c0 = g * kInt4GroupSize, c1 = std::min(cols, c0 + kInt4GroupSize);
+          const std::size_t k = static_cast<std::size_t>(r * groups + g);
+          quantize_int4_group(buf.data(), c0, c1, gmin[g], gmax[g], m.group_scale[k], m.group_min[k], q);
+        }
+        break;
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+std::optional<QuantFormat> quant_format_for(Precision p) {
+  switch (p) {
+    case Precision::fp8: return QuantFormat::fp8_row;
+    case Precision::int8: return QuantFormat::int8_row;
+    case Precision::int4: return QuantFormat::int4_group;
+    case Precision::bf16:
+    case Precision::fp16: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::uint64_t QuantizedMatrix::bytes() const {
+  return q.size() + row_scale.size() * sizeof(float) + group_scale.size() * sizeof(std::uint16_t) +
+         group_min.size() * sizeof(std::uint16_t);
+}
+
+QuantizedMatrix make_quantized(QuantFormat format, std::int64_t rows, std::int64_t cols) {
+  assert(rows >= 0 && cols >= 0);
+  QuantizedMatrix m;
+  m.format = format;
+  m.rows = rows;
+  m.cols = cols;
+  const auto r = static_cast<std::size_t>(rows), c = static_cast<std::size_t>(cols);
+  switch (format) {
+    case QuantFormat::int8_row:
+    case QuantFormat::fp8_row:
+      m.q.assign(r * c, 0);
+      m.row_scale.assign(r, 0.0f);
+      break;
+    case QuantFormat::int4_group:
+      m.q.assign(r * ((c + 1) / 2), 0);
+      m.group_scale.assign(r * static_cast<std::size_t>(m.groups()), 0);
+      m.group_min.assign(r * static_cast<std::size_t>(m.groups()), 0);
+      break;
+  }
+  return m;
+}
+
+Status quantize_rows(const std::byte* data, DType dtype, QuantizedMatrix& m, std::int64_t row0, std::int64_t row1) {
+  if (row0 < 0 || row0 > row1 || row1 > m.rows)
+    return make_error(ErrorCategory::internal, "quant.rows",
+                      "rows [" + std::to_string(row0) + ", " + std::to_string(row1) +
+                          ") are outside the quantized matrix's " + std::to_string(m.rows) + " rows");
+  const auto r = static_cast<std::uint64_t>(m.rows), c = static_cast<std::uint64_t>(m.cols);
+  const auto groups = static_cast<std::uint64_t>(m.groups());
+  const bool sized = m.cols >= 0 && (m.format == QuantFormat::int4_group
+                                         ? m.q.size() == r * ((c + 1) / 2) && m.group_scale.size() == r * groups &&
+                                               m.group_min.size() == r * groups
+                                         : m.q.size() == r * c && m.row_scale.size() == r);
+  if (!sized)
+    return make_error(ErrorCategory::internal, "quant.shape",
+                      "the quantized matrix's buffers do not match its shape (use make_quantized)");
+  switch (dtype) {
+    case DType::bf16: return quantize_rows_as<LoadBf16>(data, 2, m, row0, row1);
+    case DType::f16: return quantize_rows_as<LoadF16>(data, 2, m, row0, row1);
+    case DType::f32: return quantize_rows_as<LoadF32>(data, 4, m, row0, row1);
+    default: break;
+  }
+  return make_error(ErrorCategory::internal, "quant.dtype",
+                    "cannot quantize " + std::string(dtype_name(dtype)) + " weights (only BF16, F16 and F32)");
+}
+
+void dequantize_row(const QuantizedMatrix& m, std::int64_t row, float* dst) {
+  assert(row >= 0 && row < m.rows);
+  const std::int64_t cols = m.cols;
+  switch (m.format) {
+    case QuantFormat::int8_row: {
+      const std::uint8_t* q = m.q.data() + row * cols;
+      const float s = m.row_scale[static_cast<std::size_t>(row)];
+      for (std::int64_t c = 0; c < cols; ++c) dst[c] = static_cast<float>(static_cast<std::int8_t>(q[c])) * s;
+      return;
+    }
+    case QuantFormat::fp8_row: {
+      const std::uint8_t* q = m.q.data() + row * cols;
+      const float s = m.row_scale[static_cast<std::size_t>(row)];
+      for (std::int64_t c = 0; c < cols; ++c) dst[c] = kE4m3[q[c]] * s;
+      return;
+    }
+    case QuantFormat::int4_group: {
+      const std::uint8_t* q = m.q.data() + row * ((cols + 1) / 2);
+      const std::int64_t groups = m.groups();
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const std::size_t k = static_cast<std::size_t>(row * groups + g);
+        const float s = bf16_to_float(m.group_scale[k]), mn = bf16_to_float(m.group_min[k]);
+        const std::int64_t c0 = g * kInt4GroupSize, c1 = std::min(cols, c0 + kInt4GroupSize);
+        std::int64_t c = c0;
+        for (; c + 1 < c1; c += 2) {
+          const std::uint8_t b = q[c / 2];
+          dst[c] = static_cast<float>(b & 0xF) * s + mn;
+          dst[c + 1] = static_cast<float>(b >> 4) * s + mn;
+        }
+        if (c < c1) dst[c] = static_cast<float>(q[c / 2] & 0xF) * s + mn;
+      }
+      return;
+    }
+  }
+}
+
+std::uint8_t float_to_e4m3(float v) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
+  const auto sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0x7F;             // NaN (canonical code, sign dropped)
+  if (a >= 0x43E00000u) return static_cast<std::uint8_t>(sign | 0x7Eu);  // |v| >= 448 (infinity included): saturate
+  if (a >= 0x3C800000u) {                       // |v| >= 2^-6: an E4M3 normal
+    // Round the 23 mantissa bits to 3 at bit 20, ties to even; a carry runs into the exponent.
+    const std::uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;
+    return static_cast<std::uint8_t>(sign | (r - (120u << 3)));  // rebias 127 -> 7
+  }
+  // E4M3 subnormal: code = |v| / 2^-9 rounded to nearest even; 8 becomes the smallest normal (0x08).
+  const std::uint32_t exp = a >> 23;
+  const std::uint32_t shift = 141u - exp;  // |v| * 2^9 = significand * 2^(exp - 127 - 23 + 9)
+  if (exp == 0 || shift > 24) return sign;  // below 2^-10, half the smallest subnormal: +-0
+  const std::uint32_t sig = (a & 0x7FFFFFu) | 0x800000u;
+  std::uint32_t q = sig >> shift;
+  const std::uint32_t rem = sig & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  return static_cast<std::uint8_t>(sign | q);
+}
+
+float e4m3_to_float(std::uint8_t bits) { return kE4m3[bits]; }
+
+}  // namespace cosmos
