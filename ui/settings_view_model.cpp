@@ -48,8 +48,14 @@ const QString kKeyFont = QStringLiteral("appearance/fontSize");
 constexpr int kMinContext = 256;
 constexpr int kMaxContextFallback = 32768;
 constexpr const char* kDemoMarker = "DEMO-MODEL.txt";
-constexpr const char* kCpuOnlyReason =
-    "the CPU backend runs bf16; this precision arrives with the CUDA/quantization work";
+// Precisions from the most to the least accurate (measured weight error: int8 < fp8 < int4, see
+// docs/PERFORMANCE.md): the order "auto" tries them in.
+constexpr cosmos::Precision kByAccuracy[] = {cosmos::Precision::bf16, cosmos::Precision::fp16, cosmos::Precision::int8,
+                                            cosmos::Precision::fp8, cosmos::Precision::int4};
+
+bool quantized(cosmos::Precision p) {
+  return p == cosmos::Precision::int8 || p == cosmos::Precision::fp8 || p == cosmos::Precision::int4;
+}
 
 fs::path toPath(const QString& s) { return fs::path(s.toStdString()); }
 
@@ -220,6 +226,12 @@ void SettingsViewModel::setMemoryBudget(double bytes) {
   recomputePrecisionOptions();
 }
 
+void SettingsViewModel::setGpuInUse(bool on) {
+  if (on == gpuInUse_) return;
+  gpuInUse_ = on;
+  recomputePrecisionOptions();
+}
+
 void SettingsViewModel::resetSampling() {
   setTemperature(kDefaultTemperature);
   setTopP(kDefaultTopP);
@@ -246,7 +258,6 @@ void SettingsViewModel::reloadModelConfig() {
 
 void SettingsViewModel::recomputePrecisionOptions() {
   QVariantList options;
-  QVariantMap autoOption;
   for (const cosmos::Precision p : cosmos::kAllPrecisions) {
     const QString name = QString::fromUtf8(std::string(cosmos::to_string(p)));
     QVariantMap o;
@@ -262,19 +273,33 @@ void SettingsViewModel::recomputePrecisionOptions() {
       o[QStringLiteral("workspaceBytes")] = static_cast<double>(e.workspace);
     }
     const bool fits = bytes <= 0 || memoryBudget_ <= 0 || bytes <= memoryBudget_;
-    const bool enabled = p == cosmos::Precision::bf16;
+    // fp16 needs the GPU; the quantized formats run on the CPU backend (on a GPU machine too, for
+    // now: the app loads with device "auto", which then uses the CPU and says so).
+    const bool enabled = p != cosmos::Precision::fp16 || gpuInUse_;
     o[QStringLiteral("bytes")] = bytes;
     o[QStringLiteral("fits")] = fits;
     o[QStringLiteral("enabled")] = enabled;
     QString reason;
     if (!enabled) {
-      reason = QString::fromUtf8(kCpuOnlyReason);
+      reason = tr("fp16 runs on the GPU only; on the CPU bf16 is as fast");
     } else if (!fits) {
       reason = tr("needs about %1; %2 is available").arg(formatBytes(bytes), formatBytes(memoryBudget_));
+    } else if (gpuInUse_ && quantized(p)) {
+      reason = tr("runs on the CPU for now (the GPU kernels for %1 are not there yet)").arg(name);
     }
     o[QStringLiteral("reason")] = reason;
     options.append(o);
-    if (autoOption.isEmpty() && enabled && fits) autoOption = o;
+  }
+  // auto: the most accurate enabled option that fits, among those that run on the device in use
+  // (a GPU keeps to its own formats rather than moving the model to the CPU).
+  QVariantMap autoOption;
+  for (const cosmos::Precision p : kByAccuracy) {
+    if (gpuInUse_ && quantized(p)) continue;
+    const QVariantMap o = options.at(static_cast<int>(p)).toMap();  // options are in enum order
+    if (o.value(QStringLiteral("enabled")).toBool() && o.value(QStringLiteral("fits")).toBool()) {
+      autoOption = o;
+      break;
+    }
   }
   QVariantMap a;
   a[QStringLiteral("name")] = QStringLiteral("auto");

@@ -39,6 +39,11 @@ class SettingsViewModel : public QObject {
   // Bytes a model may use on the device that runs it (the CPU backend: available RAM). "fits" in
   // precisionOptions compares against it; EngineHost may set the GPU's free memory later.
   Q_PROPERTY(double memoryBudget READ memoryBudget WRITE setMemoryBudget NOTIFY precisionOptionsChanged)
+  // Whether the loaded model runs on the GPU (EngineHost::onGpu, set by the app): which precisions
+  // precisionOptions enables. The CPU backend runs bf16, int8, fp8 and int4; the CUDA backend bf16
+  // and fp16, and with device "auto" a quantized precision loads on the CPU instead (said in the
+  // option's reason).
+  Q_PROPERTY(bool gpuInUse READ gpuInUse WRITE setGpuInUse NOTIFY precisionOptionsChanged)
   Q_PROPERTY(bool modelIsDemo READ modelIsDemo NOTIFY modelDirChanged)
 
  public:
@@ -85,6 +90,8 @@ class SettingsViewModel : public QObject {
   QVariantList precisionOptions() const { return precisionOptions_; }
   double memoryBudget() const { return memoryBudget_; }
   void setMemoryBudget(double bytes);
+  bool gpuInUse() const { return gpuInUse_; }
+  void setGpuInUse(bool on);
   bool modelIsDemo() const { return isDemoModel(modelDir_); }
 
   // "auto", "bf16", "fp16", "fp8", "int8", "int4".
@@ -154,6 +161,7 @@ class SettingsViewModel : public QObject {
   QString theme_ = QStringLiteral("system");
   int fontSize_ = kDefaultFontSize;
   double memoryBudget_ = 0;
+  bool gpuInUse_ = false;
   std::optional<cosmos::ModelConfig> config_;
   QVariantList precisionOptions_;
 };

@@ -140,6 +140,9 @@ int main(int argc, char* argv[]) {
   }
   cosmos::ui::SettingsViewModel settings;
   cosmos::ui::EngineHost engine(cosmos::ui::makeRealChatEngine());
+  // The precisions the settings offer follow the device the loaded model runs on.
+  QObject::connect(&engine, &cosmos::ui::EngineHost::infoChanged, &settings,
+                   [&settings, &engine] { settings.setGpuInUse(engine.onGpu()); });
   cosmos::ui::ChatViewModel chat(&engine, &store);
   chat.setSettingsProvider([&settings] {
     return cosmos::ui::ChatSettings{settings.generateOptions(), settings.systemPrompt()};

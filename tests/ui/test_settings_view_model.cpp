@@ -18,7 +18,6 @@ using cosmos::ui::SettingsViewModel;
   if (!haveTiny_) QSKIP("test tokenizer missing: run packaging/setup.sh")
 
 namespace {
-constexpr const char* kCpuReason = "the CPU backend runs bf16; this precision arrives with the CUDA/quantization work";
 
 QVariantMap optionNamed(const QVariantList& options, const QString& name) {
   for (const QVariant& v : options)
@@ -250,11 +249,12 @@ class TestSettingsViewModel : public QObject {
         ++enabled;
       } else {
         ++disabled;
-        QCOMPARE(o.value(QStringLiteral("reason")).toString(), QString::fromUtf8(kCpuReason));
+        QCOMPARE(o.value(QStringLiteral("name")).toString(), QStringLiteral("fp16"));  // the CPU: no fp16
+        QVERIFY(o.value(QStringLiteral("reason")).toString().contains(QStringLiteral("GPU")));
       }
     }
-    QCOMPARE(enabled, 2);  // auto, bf16
-    QCOMPARE(disabled, 4);
+    QCOMPARE(enabled, 5);  // auto, bf16, fp8, int8, int4
+    QCOMPARE(disabled, 1);
     const double bf16 = optionNamed(options, QStringLiteral("bf16")).value(QStringLiteral("bytes")).toDouble();
     const double int8 = optionNamed(options, QStringLiteral("int8")).value(QStringLiteral("bytes")).toDouble();
     const double int4 = optionNamed(options, QStringLiteral("int4")).value(QStringLiteral("bytes")).toDouble();
@@ -272,6 +272,68 @@ class TestSettingsViewModel : public QObject {
     const QVariantMap tight = optionNamed(s.precisionOptions(), QStringLiteral("bf16"));
     QCOMPARE(tight.value(QStringLiteral("fits")).toBool(), false);
     QVERIFY(tight.value(QStringLiteral("reason")).toString().contains(QStringLiteral("available")));
+    QCOMPARE(optionNamed(s.precisionOptions(), QStringLiteral("auto")).value(QStringLiteral("fits")).toBool(), false);
+  }
+
+  // Which precisions each device offers, and what it says of the others.
+  void precisionOptionsPerDevice_data() {
+    QTest::addColumn<bool>("gpu");
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<bool>("enabled");
+    QTest::addColumn<QString>("reasonContains");  // empty: no reason
+    QTest::newRow("cpu bf16") << false << "bf16" << true << "";
+    QTest::newRow("cpu fp16") << false << "fp16" << false << "GPU only";
+    QTest::newRow("cpu fp8") << false << "fp8" << true << "";
+    QTest::newRow("cpu int8") << false << "int8" << true << "";
+    QTest::newRow("cpu int4") << false << "int4" << true << "";
+    QTest::newRow("gpu bf16") << true << "bf16" << true << "";
+    QTest::newRow("gpu fp16") << true << "fp16" << true << "";
+    QTest::newRow("gpu fp8") << true << "fp8" << true << "runs on the CPU";
+    QTest::newRow("gpu int8") << true << "int8" << true << "runs on the CPU";
+    QTest::newRow("gpu int4") << true << "int4" << true << "runs on the CPU";
+  }
+  void precisionOptionsPerDevice() {
+    REQUIRE_TINY();
+    QFETCH(bool, gpu);
+    QFETCH(QString, name);
+    QFETCH(bool, enabled);
+    QFETCH(QString, reasonContains);
+    SettingsViewModel s(ini_);
+    s.setMemoryBudget(1e12);
+    s.setModelDir(tinyModel_);
+    QSignalSpy spy(&s, &SettingsViewModel::precisionOptionsChanged);
+    s.setGpuInUse(gpu);
+    QCOMPARE(spy.count(), gpu ? 1 : 0);  // false is the default: no change
+    const QVariantMap o = optionNamed(s.precisionOptions(), name);
+    QCOMPARE(o.value(QStringLiteral("enabled")).toBool(), enabled);
+    const QString reason = o.value(QStringLiteral("reason")).toString();
+    if (reasonContains.isEmpty())
+      QVERIFY2(reason.isEmpty(), qPrintable(reason));
+    else
+      QVERIFY2(reason.contains(reasonContains), qPrintable(reason));
+  }
+
+  // "auto" takes the most accurate option that fits: on the CPU int8 before fp8 and int4 when bf16
+  // does not fit; on the GPU it keeps to the GPU's own formats.
+  void autoPicksTheMostAccurateThatFits() {
+    REQUIRE_TINY();
+    SettingsViewModel s(ini_);
+    s.setModelDir(tinyModel_);
+    s.setPrecision(QStringLiteral("auto"));
+    const QVariantList all = s.precisionOptions();
+    const double bf16 = optionNamed(all, QStringLiteral("bf16")).value(QStringLiteral("bytes")).toDouble();
+    const double int8 = optionNamed(all, QStringLiteral("int8")).value(QStringLiteral("bytes")).toDouble();
+    const double fp8 = optionNamed(all, QStringLiteral("fp8")).value(QStringLiteral("bytes")).toDouble();
+    const double int4 = optionNamed(all, QStringLiteral("int4")).value(QStringLiteral("bytes")).toDouble();
+    QVERIFY(bf16 > int8 && int8 >= fp8 && fp8 > int4);
+    s.setMemoryBudget(1e12);
+    QCOMPARE(s.resolvedPrecision(), QStringLiteral("bf16"));
+    s.setMemoryBudget((bf16 + int8) / 2);  // bf16 no longer fits, int8 does
+    QCOMPARE(s.resolvedPrecision(), QStringLiteral("int8"));
+    s.setMemoryBudget((fp8 + int4) / 2);  // only int4 fits
+    QCOMPARE(s.resolvedPrecision(), QStringLiteral("int4"));
+    s.setGpuInUse(true);  // the GPU's formats do not fit: bf16 is tried, and said so
+    QCOMPARE(s.resolvedPrecision(), QStringLiteral("bf16"));
     QCOMPARE(optionNamed(s.precisionOptions(), QStringLiteral("auto")).value(QStringLiteral("fits")).toBool(), false);
   }
 
