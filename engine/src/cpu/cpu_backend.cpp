@@ -13,6 +13,7 @@
 
 #include "cosmos/batch_plan.h"
 #include "cosmos/checkpoint.h"
+#include "cosmos/memory_estimate.h"
 #include "cosmos/quant.h"
 #include "cpu/cpu_ops.h"
 
@@ -103,9 +104,21 @@ Status CpuBackend::quantize_weights(QuantFormat format, const std::function<bool
   for (LayerWeights& w : layers_)
     for (WeightView* v : {&w.q, &w.k, &w.v, &w.o, &w.gate, &w.up, &w.down}) targets.push_back(v);
   targets.push_back(&lm_head_);
+  std::uint64_t total = 0;  // what all the quantized matrices take (for an out-of-memory error)
+  for (const WeightView* v : targets)
+    total += linear_weight_bytes(static_cast<std::uint64_t>(v->rows), static_cast<std::uint64_t>(v->cols),
+                                 options_.precision);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     WeightView& v = *targets[i];
-    auto m = std::make_unique<QuantizedMatrix>(make_quantized(format, v.rows, v.cols));
+    std::unique_ptr<QuantizedMatrix> m;
+    try {
+      m = std::make_unique<QuantizedMatrix>(make_quantized(format, v.rows, v.cols));
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCategory::out_of_memory, "backend.memory",
+                        "not enough memory for the " + std::string(to_string(options_.precision)) +
+                            " weights: they need " + std::to_string(total >> 20) + " MiB, and the allocation failed after " +
+                            std::to_string(quantized_bytes_ >> 20) + " MiB");
+    }
     // Rows in chunks over the threads; the first error (a non-finite weight) wins.
     constexpr std::int64_t kChunk = 64;
     const std::int64_t chunks = (v.rows + kChunk - 1) / kChunk;
