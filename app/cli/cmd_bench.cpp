@@ -72,7 +72,20 @@ int run_bench(const BenchArgs& a) {
   if (!prompt_lens) return report(prompt_lens.error());
   auto depths = parse_list(a.depths, "--depth");
   if (!depths) return report(depths.error());
-  auto precision = precision_from_string(a.precision);
+  std::optional<Precision> precision = precision_from_string(a.precision);
+  if (a.precision == "auto") {
+    // The model's config: the folder's, or the random preset's.
+    auto config = a.random.empty() ? load_model_config(fs::path(a.model) / "config.json") : preset_config(a.random);
+    if (!config) return report(config.error());
+    std::string note;
+    int need = 1;
+    for (int l : *prompt_lens) need = std::max(need, l + 1);
+    for (int d : *depths) need = std::max(need, d + a.gen + 1);
+    auto picked = resolve_auto_precision(*config, *device_from_string(a.device), need + 16, note);
+    if (!picked) return report(picked.error());
+    std::cerr << note << "\n";
+    precision = *picked;
+  }
   if (!precision) return report(make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision " + a.precision));
 
   int max_len = 1;
@@ -247,7 +260,7 @@ void register_bench(CLI::App& app, RunFn& run) {
   cmd->add_option("--random", a->random, "a random model of this shape: cosmos-reason1-7b | tiny")
       ->check(CLI::IsMember({"cosmos-reason1-7b", "tiny"}));
   cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  cmd->add_option("--precision", a->precision)->capture_default_str();
+  cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8 | int8 | int4 | auto")->capture_default_str();
   cmd->add_option("--prompt-lens", a->prompt_lens, "prompt lengths for prefill, comma-separated")->capture_default_str();
   cmd->add_option("--depth", a->depths, "context depths for decode, comma-separated")->capture_default_str();
   cmd->add_option("--gen", a->gen, "tokens decoded per measurement")->check(CLI::Range(1, 1 << 16))->capture_default_str();

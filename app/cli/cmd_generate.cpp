@@ -63,7 +63,14 @@ Result<std::vector<ChatMessage>> build_messages(const GenerateArgs& a) {
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.messages.has_value())
     return report(make_error(ErrorCategory::bad_input, "cli.usage", "give exactly one of --prompt TEXT or --messages FILE"));
-  auto precision = precision_from_string(a.precision);
+  std::optional<Precision> precision = precision_from_string(a.precision);
+  if (a.precision == "auto") {
+    std::string note;
+    auto picked = resolve_auto_precision(a.model, *device_from_string(a.device), a.context, note);
+    if (!picked) return report(picked.error());
+    if (!a.quiet) std::cerr << note << "\n";
+    precision = *picked;
+  }
   if (!precision)
     return report(make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision \"" + a.precision + "\""));
   GenerateOptions g;
@@ -138,7 +145,9 @@ void register_generate(CLI::App& app, RunFn& run) {
   auto* cmd = app.add_subcommand("generate", "Generate a reply, streamed to stdout");
   cmd->add_option("--model", a->model, "model folder")->required();
   cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8 | int8 | int4")->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  "bf16 | fp16 | fp8 | int8 | int4 | auto (the most accurate that fits the device's free memory)")
+      ->capture_default_str();
   cmd->add_option("--prompt", a->prompt, "the user message");
   cmd->add_option("--messages", a->messages, "JSON file of [{\"role\", \"content\"}] (- for stdin)");
   cmd->add_option("--system", a->system, "system prompt (default: Cosmos-Reason1's reasoning prompt)");

@@ -2,6 +2,10 @@
 
 #include "cosmos/model_tensors.h"
 
+#include <fstream>
+#include <sstream>
+#include <string>
+
 namespace cosmos {
 
 std::string_view to_string(Precision p) {
@@ -63,6 +67,26 @@ MemoryEstimate estimate_memory(const ModelConfig& c, Precision precision, const 
   const std::uint64_t per_token = 3ull * c.hidden_size + c.q_dim() + 2ull * c.kv_dim() + 3ull * c.intermediate_size;
   e.workspace = chunk * per_token * 2 + static_cast<std::uint64_t>(o.batch) * c.vocab_size * 4 + (32ull << 20);
   return e;
+}
+
+std::optional<Precision> most_accurate_that_fits(const ModelConfig& config, const EstimateOptions& options,
+                                                 std::uint64_t budget, std::span<const Precision> candidates) {
+  for (Precision p : candidates)
+    if (estimate_memory(config, p, options).total() <= budget) return p;
+  return std::nullopt;
+}
+
+std::uint64_t available_host_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream in(line.substr(13));
+    std::uint64_t kib = 0;
+    in >> kib;
+    return kib * 1024;
+  }
+  return 0;
 }
 
 }  // namespace cosmos

@@ -1,9 +1,15 @@
 #include "cosmos/model_loader.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <span>
+
 #include <spdlog/spdlog.h>
 
 #include "cosmos/cpu_backend.h"
 #include "cosmos/cuda_backend.h"
+#include "cosmos/memory_estimate.h"
+#include "cosmos/model_config.h"
 
 namespace cosmos {
 
@@ -42,6 +48,45 @@ Result<LoadedModel> load_model(const std::filesystem::path& model_dir, Device de
   if (!backend) return backend.error();
   m.backend = std::move(*backend);
   return m;
+}
+
+Result<Precision> resolve_auto_precision(const std::filesystem::path& model_dir, Device device, int context_tokens,
+                                         std::string& note) {
+  auto config = load_model_config(model_dir / "config.json");
+  if (!config) return config.error();
+  return resolve_auto_precision(*config, device, context_tokens, note);
+}
+
+Result<Precision> resolve_auto_precision(const ModelConfig& config, Device device, int context_tokens, std::string& note) {
+  EstimateOptions o;
+  o.context_tokens = context_tokens;
+  const std::optional<DeviceMemoryInfo> gpu = device == Device::cpu ? std::nullopt : gpu_memory_info();
+  const bool on_gpu = gpu.has_value();
+  static constexpr Precision kGpu[] = {Precision::bf16, Precision::fp16};
+  static constexpr Precision kCpu[] = {Precision::bf16, Precision::int8, Precision::fp8, Precision::int4};
+  const std::uint64_t budget = on_gpu ? gpu->total - std::min(gpu->used, gpu->total) : available_host_memory();
+  const std::span<const Precision> candidates = on_gpu ? std::span<const Precision>(kGpu) : std::span<const Precision>(kCpu);
+  const std::string where = on_gpu ? "free on the GPU" : "available on the host";
+  auto gib = [](std::uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ull << 30));
+    return std::string(buf);
+  };
+  if (budget == 0) {  // unknown: the most accurate, and say so
+    note = "precision auto: " + std::string(to_string(candidates.front())) + " (free memory unknown)";
+    return candidates.front();
+  }
+  if (auto p = most_accurate_that_fits(config, o, budget, candidates)) {
+    note = "precision auto: " + std::string(to_string(*p)) + " (needs about " +
+           gib(estimate_memory(config, *p, o).total()) + " for " + std::to_string(context_tokens) +
+           " tokens of context; " + gib(budget) + " " + where + ")";
+    return *p;
+  }
+  const Precision smallest = candidates.back();
+  return make_error(ErrorCategory::out_of_memory, "backend.memory",
+                    "no precision fits: " + std::string(to_string(smallest)) + " needs about " +
+                        gib(estimate_memory(config, smallest, o).total()) + " for " + std::to_string(context_tokens) +
+                        " tokens of context, " + gib(budget) + " " + where + "; try a shorter --context");
 }
 
 }  // namespace cosmos

@@ -143,6 +143,24 @@ TEST_F(Cli, GenerateGreedyJsonMatchesHuggingFaceAndStreamsText) {
   EXPECT_NE(stream.err.find("generated"), std::string::npos);
 }
 
+// --precision auto says what it picked and why; quantized precisions run on the CPU.
+TEST_F(Cli, GeneratePrecisionAutoAndQuantized) {
+  const fs::path m = tiny_model();
+  CliRun r = cli("generate --model '" + m.string() + "' --device cpu --precision auto --raw --temperature 0 --max-tokens 4 "
+                 "--prompt hi --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("precision auto: bf16"), std::string::npos) << r.err;  // the tiny model fits anywhere
+  EXPECT_NE(r.err.find("available on the host"), std::string::npos) << r.err;
+  for (const char* p : {"int8", "fp8", "int4"}) {
+    r = cli("generate --model '" + m.string() + "' --device cpu --precision " + p +
+            " --raw --temperature 0 --max-tokens 4 --prompt hi --json");
+    ASSERT_EQ(r.code, 0) << p << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["stats"]["precision"], p);
+    EXPECT_EQ(j["token_ids"].size(), 4u);
+  }
+}
+
 TEST_F(Cli, LogitsWritesNpyOfEveryPosition) {
   const fs::path m = tiny_model();
   const fs::path out = dir_ / "logits.npy";

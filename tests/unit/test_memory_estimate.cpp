@@ -60,6 +60,26 @@ TEST(MemoryEstimate, Int4At8kFitsAnEightGigabyteCard) {
   EXPECT_LT(e.total(), 6ull * 1000 * 1000 * 1000);  // DESIGN.md §5: <= 6 GB total
 }
 
+// "auto": the most accurate candidate whose estimate fits the budget.
+TEST(MemoryEstimate, MostAccurateThatFits) {
+  const ModelConfig c = cosmos_reason1_7b_config();
+  EstimateOptions o;
+  o.context_tokens = 8192;
+  auto total = [&](Precision p) { return estimate_memory(c, p, o).total(); };
+  static constexpr Precision kCpu[] = {Precision::bf16, Precision::int8, Precision::fp8, Precision::int4};
+  static constexpr Precision kGpu[] = {Precision::bf16, Precision::fp16};
+  EXPECT_EQ(most_accurate_that_fits(c, o, total(Precision::bf16), kCpu), Precision::bf16);  // exactly fits
+  EXPECT_EQ(most_accurate_that_fits(c, o, total(Precision::bf16) - 1, kCpu), Precision::int8);
+  EXPECT_EQ(most_accurate_that_fits(c, o, total(Precision::fp8) - 1, kCpu), Precision::int4);
+  EXPECT_EQ(most_accurate_that_fits(c, o, total(Precision::int4) - 1, kCpu), std::nullopt);
+  EXPECT_EQ(most_accurate_that_fits(c, o, total(Precision::bf16) - 1, kGpu), std::nullopt);  // fp16 is as big
+  EXPECT_EQ(most_accurate_that_fits(c, o, ~0ull, kPrecisionsByAccuracy), Precision::bf16);
+  // A longer context can push a precision out.
+  EstimateOptions longer = o;
+  longer.context_tokens = 131072;
+  EXPECT_EQ(most_accurate_that_fits(c, longer, total(Precision::bf16), kCpu), Precision::int8);
+}
+
 TEST(Precision, NamesRoundTrip) {
   for (Precision p : kAllPrecisions) EXPECT_EQ(precision_from_string(to_string(p)), p);
   EXPECT_FALSE(precision_from_string("int3").has_value());

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 
 #include "cosmos/model_config.h"
 #include "cosmos/precision.h"
@@ -36,5 +38,13 @@ MemoryEstimate estimate_memory(const ModelConfig& config, Precision precision, c
 
 // Bytes of `rows x cols` linear weights stored in `precision` (scales included).
 std::uint64_t linear_weight_bytes(std::uint64_t rows, std::uint64_t cols, Precision precision);
+
+// The first of `candidates` (give them most accurate first, e.g. from kPrecisionsByAccuracy) whose
+// estimate for `options` fits in `budget` bytes; nullopt when none does.
+std::optional<Precision> most_accurate_that_fits(const ModelConfig& config, const EstimateOptions& options,
+                                                 std::uint64_t budget, std::span<const Precision> candidates);
+
+// Bytes of host memory available now (MemAvailable in /proc/meminfo); 0 when unknown.
+std::uint64_t available_host_memory();
 
 }  // namespace cosmos
