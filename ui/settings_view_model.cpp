@@ -48,11 +48,6 @@ const QString kKeyFont = QStringLiteral("appearance/fontSize");
 constexpr int kMinContext = 256;
 constexpr int kMaxContextFallback = 32768;
 constexpr const char* kDemoMarker = "DEMO-MODEL.txt";
-// Precisions from the most to the least accurate (measured weight error: int8 < fp8 < int4, see
-// docs/PERFORMANCE.md): the order "auto" tries them in.
-constexpr cosmos::Precision kByAccuracy[] = {cosmos::Precision::bf16, cosmos::Precision::fp16, cosmos::Precision::int8,
-                                            cosmos::Precision::fp8, cosmos::Precision::int4};
-
 bool quantized(cosmos::Precision p) {
   return p == cosmos::Precision::int8 || p == cosmos::Precision::fp8 || p == cosmos::Precision::int4;
 }
@@ -293,7 +288,7 @@ void SettingsViewModel::recomputePrecisionOptions() {
   // auto: the most accurate enabled option that fits, among those that run on the device in use
   // (a GPU keeps to its own formats rather than moving the model to the CPU).
   QVariantMap autoOption;
-  for (const cosmos::Precision p : kByAccuracy) {
+  for (const cosmos::Precision p : cosmos::kPrecisionsByAccuracy) {
     if (gpuInUse_ && quantized(p)) continue;
     const QVariantMap o = options.at(static_cast<int>(p)).toMap();  // options are in enum order
     if (o.value(QStringLiteral("enabled")).toBool() && o.value(QStringLiteral("fits")).toBool()) {
