@@ -19,7 +19,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   file dpkg-dev librsvg2-bin desktop-file-utils appstream
   libspdlog-dev libfmt-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
-  libsentencepiece-dev libcli11-dev libgtest-dev
+  libsentencepiece-dev libcli11-dev libgtest-dev libxxhash-dev
   qt6-base-dev qt6-declarative-dev libqt6sql6-sqlite libgl-dev
   qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-layouts
   qml6-module-qtquick-window qml6-module-qtquick-templates qml6-module-qtqml-workerscript

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "cosmos/quant_cache.h"
 #include "cosmos/chat_format.h"
 #include "cosmos/model_loader.h"
 #include "cosmos/reasoning_parser.h"
@@ -12,6 +13,8 @@
 
 namespace cosmos::cli {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct GenerateArgs {
   std::string model;
@@ -32,6 +35,7 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   int context = 8192;
   int threads = 0;
+  std::optional<std::string> quant_cache;
   bool json = false;
   bool quiet = false;
 };
@@ -88,6 +92,7 @@ int run_generate(const GenerateArgs& a) {
   o.context_tokens = a.context;
   o.threads = a.threads;
   o.precision = *precision;
+  if (a.quant_cache) o.quant_cache_dir = a.quant_cache->empty() ? default_quant_cache_dir() : fs::path(*a.quant_cache);
   auto model = load_model(a.model, *device_from_string(a.device), o);
   if (!model) return report(model.error());
   if (!model->device_note.empty() && !a.quiet) std::cerr << model->device_note << "\n";
@@ -163,6 +168,10 @@ void register_generate(CLI::App& app, RunFn& run) {
   cmd->add_option("--stop", a->stop, "stop string (repeatable)");
   cmd->add_option("--context", a->context, "context length in tokens")->check(CLI::Range(16, 1 << 22))->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all cores)");
+  cmd->add_option("--quant-cache", a->quant_cache,
+                  "keep the quantized weights (int8, fp8, int4) in DIR for the next load; without DIR: " +
+                      default_quant_cache_dir().string())
+      ->expected(0, 1);
   cmd->add_flag("--json", a->json, "print one JSON object at the end: text, reasoning, answer, token_ids, stats");
   cmd->add_flag("-q,--quiet", a->quiet, "no statistics on stderr");
   cmd->callback([&run, a] { run = [a] { return run_generate(*a); }; });

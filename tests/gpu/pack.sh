@@ -17,7 +17,7 @@ cp build/gpu/lib/libcosmos-engine.so build/gpu/lib/libcosmos-cuda.so .carry/lib/
 # Libraries from Debian packages that the GPU machine does not have.
 for bin in .carry/bin/* .carry/lib/libcosmos-*.so; do
   ldd "$bin" | awk '/=> \//{print $3}'
-done | sort -u | grep -E 'libspdlog|libfmt|libutf8proc|libsentencepiece|libprotobuf|libpcre2' \
+done | sort -u | grep -E 'libspdlog|libfmt|libutf8proc|libsentencepiece|libprotobuf|libpcre2|libxxhash' \
   | xargs -r -I{} cp -L {} .carry/lib/
 tok="${COSMOS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cosmos-chat}/test-tokenizer/tokenizer.json"
 cp "$tok" .carry/tokenizer.json

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -85,6 +86,9 @@ struct BackendOptions {
   int context_tokens = 8192;  // KV-cache capacity in tokens (all sequences together)
   int threads = 0;            // CPU threads; 0: all cores
   Precision precision = Precision::bf16;
+  // int8 / fp8 / int4: where quantized weights are cached between loads (cosmos/quant_cache.h);
+  // empty: no cache (quantize at every load).
+  std::filesystem::path quant_cache_dir;
   // Load progress (0..1, as weights are placed); returning false cancels the load, which then
   // fails with category `cancelled`, code "load.cancelled".
   std::function<bool(double fraction)> progress;

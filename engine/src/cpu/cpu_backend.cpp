@@ -15,6 +15,7 @@
 #include "cosmos/checkpoint.h"
 #include "cosmos/memory_estimate.h"
 #include "cosmos/quant.h"
+#include "cosmos/quant_cache.h"
 #include "cpu/cpu_ops.h"
 
 namespace cosmos {
@@ -39,6 +40,8 @@ class CpuBackend final : public Backend {
   // int8 / fp8 / int4: quantizes every linear weight and lm_head (cosmos/quant.h) into owned
   // buffers, rows split over the threads, reporting progress per matrix (false: cancelled).
   Status quantize_weights(QuantFormat format, const std::function<bool(double)>& progress);
+  // Points v at m (now owned here) and counts its bytes.
+  void place(WeightView& v, std::unique_ptr<QuantizedMatrix> m);
 
   std::string_view name() const override { return "cpu"; }
   std::string device_name() const override { return "CPU (" + std::to_string(threads_) + " threads)"; }
@@ -101,9 +104,50 @@ class CpuBackend final : public Backend {
 
 Status CpuBackend::quantize_weights(QuantFormat format, const std::function<bool(double)>& progress) {
   std::vector<WeightView*> targets;
-  for (LayerWeights& w : layers_)
-    for (WeightView* v : {&w.q, &w.k, &w.v, &w.o, &w.gate, &w.up, &w.down}) targets.push_back(v);
+  std::vector<std::string> names;  // the checkpoint's names (the cache's keys)
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    LayerWeights& w = layers_[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    targets.insert(targets.end(), {&w.q, &w.k, &w.v, &w.o, &w.gate, &w.up, &w.down});
+    for (const char* n : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+                          "mlp.up_proj", "mlp.down_proj"})
+      names.push_back(p + n + ".weight");
+  }
   targets.push_back(&lm_head_);
+  names.push_back(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+
+  // The cache: a valid file for this checkpoint and precision replaces the quantization.
+  std::string fingerprint;
+  std::filesystem::path cache_file;
+  if (!options_.quant_cache_dir.empty()) {
+    if (auto fp = checkpoint_fingerprint(ckpt_)) {
+      fingerprint = *fp;
+      cache_file = quant_cache_path(options_.quant_cache_dir, fingerprint, options_.precision);
+      auto cached = read_quant_cache(cache_file, options_.precision, fingerprint);
+      bool complete = cached.ok();
+      for (std::size_t i = 0; complete && i < targets.size(); ++i) {
+        const auto it = cached->find(names[i]);
+        complete = it != cached->end() && it->second.rows == targets[i]->rows && it->second.cols == targets[i]->cols;
+      }
+      if (complete) {
+        for (std::size_t i = 0; i < targets.size(); ++i) {
+          auto m = std::make_unique<QuantizedMatrix>(std::move(cached->at(names[i])));
+          place(*targets[i], std::move(m));
+        }
+        spdlog::info("cpu backend: {} weights from the cache {}", to_string(options_.precision), cache_file.string());
+        if (progress && !progress(static_cast<double>(targets.size()) / static_cast<double>(targets.size() + 1)))
+          return load_cancelled_error();
+        return ok_status();
+      }
+      if (!cached.ok() && cached.error().code != "quant_cache.missing")
+        spdlog::warn("cpu backend: quantized-weight cache not used ({}); quantizing again", cached.error().message);
+      else if (cached.ok())
+        spdlog::warn("cpu backend: quantized-weight cache {} lacks matrices of this model; quantizing again",
+                     cache_file.string());
+    } else {
+      spdlog::warn("cpu backend: no quantized-weight cache: {}", fp.error().message);
+    }
+  }
   std::uint64_t total = 0;  // what all the quantized matrices take (for an out-of-memory error)
   for (const WeightView* v : targets)
     total += linear_weight_bytes(static_cast<std::uint64_t>(v->rows), static_cast<std::uint64_t>(v->cols),
@@ -131,15 +175,27 @@ Status CpuBackend::quantize_weights(QuantFormat format, const std::function<bool
       if (!st.ok() && !failed.exchange(true)) first = std::move(st);
     }
     if (failed) return first.error();
-    const bool tied = &v == &lm_head_ && config_.tie_word_embeddings;
-    if (!tied) replaced_bytes_ += static_cast<std::uint64_t>(v.rows) * v.cols * dtype_size(v.dtype);
-    quantized_bytes_ += m->bytes();
-    v.quant = m.get();
-    quantized_.push_back(std::move(m));
+    place(v, std::move(m));
     if (progress && !progress(static_cast<double>(i + 1) / static_cast<double>(targets.size() + 1)))
       return load_cancelled_error();
   }
+  if (!cache_file.empty()) {
+    std::vector<std::pair<std::string, const QuantizedMatrix*>> all;
+    for (std::size_t i = 0; i < targets.size(); ++i) all.emplace_back(names[i], targets[i]->quant);
+    if (auto st = write_quant_cache(cache_file, options_.precision, fingerprint, all); !st)
+      spdlog::warn("cpu backend: could not write the quantized-weight cache: {}", st.error().message);
+    else
+      spdlog::info("cpu backend: wrote the quantized-weight cache {}", cache_file.string());
+  }
   return ok_status();
+}
+
+void CpuBackend::place(WeightView& v, std::unique_ptr<QuantizedMatrix> m) {
+  const bool tied = &v == &lm_head_ && config_.tie_word_embeddings;
+  if (!tied) replaced_bytes_ += static_cast<std::uint64_t>(v.rows) * v.cols * dtype_size(v.dtype);
+  quantized_bytes_ += m->bytes();
+  v.quant = m.get();
+  quantized_.push_back(std::move(m));
 }
 
 Status CpuBackend::bind_weights() {
