@@ -15,7 +15,7 @@
 #include "cosmos/checkpoint.h"
 #include "cosmos/cpu_backend.h"
 #include "cosmos/quant_cache.h"
-#include "cosmos/test_model.h"
+#include "tiny_model.h"
 
 namespace cosmos {
 namespace {
@@ -34,18 +34,9 @@ class QuantCache : public ::testing::Test {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  fs::path tiny() {
-    const fs::path m = dir_ / "tiny";
-    TestModelOptions o;
-    o.preset = "tiny";
-    o.seed = 1;
-    o.shards = 2;
-    o.tokenizer_json = COSMOS_TEST_TOKENIZER;
-    o.out_dir = m;
-    auto st = make_test_model(o);
-    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-    return m;
-  }
+  // The shared tiny test model (tests/common/tiny_model.h); the fingerprint test moves a shard's
+  // modification time, which no other test depends on.
+  static fs::path tiny() { return testing::tiny_model_dir(); }
   fs::path dir_;
 };
 
