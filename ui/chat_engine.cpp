@@ -43,6 +43,7 @@ class RealChatEngine final : public ChatEngine {
     cosmos::BackendOptions options;
     options.context_tokens = request.contextTokens;
     options.precision = *precision;
+    if (!request.quantCacheDir.isEmpty()) options.quant_cache_dir = request.quantCacheDir.toStdString();
     // Weights placed on the device map to 5%..90% of the bar; returning false cancels the load.
     if (progress) options.progress = [&progress](double f) { return progress(0.05 + 0.85 * f); };
     // The previous model stays loaded until the new one is complete (a failed or cancelled load

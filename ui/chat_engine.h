@@ -24,6 +24,9 @@ struct EngineLoadRequest {
   QString device = QStringLiteral("auto");
   QString precision = QStringLiteral("bf16");
   int contextTokens = 8192;
+  // Where quantized weights (int8, fp8, int4) are kept between loads (cosmos/quant_cache.h); empty:
+  // quantize at every load.
+  QString quantCacheDir;
 };
 
 // What was loaded, for the stats panel and the header. deviceNote says why this device was chosen

@@ -2,6 +2,7 @@
 
 #include <QMetaObject>
 
+#include "cosmos/quant_cache.h"
 #include "engine_controller.h"
 
 namespace cosmos::ui {
@@ -62,7 +63,8 @@ void EngineHost::setErrorText(const QString& text) {
 
 void EngineHost::clearError() { setErrorText({}); }
 
-void EngineHost::loadModel(const QString& dir, const QString& device, const QString& precision, int context) {
+void EngineHost::loadModel(const QString& dir, const QString& device, const QString& precision, int context,
+                           bool keepQuantized) {
   if (state_ == Loading) return;
   if (state_ == Generating) controller_->requestStop();  // the load is queued behind the reply
   loadingDir_ = dir;
@@ -75,6 +77,7 @@ void EngineHost::loadModel(const QString& dir, const QString& device, const QStr
   request.device = device;
   request.precision = precision;
   request.contextTokens = context;
+  if (keepQuantized) request.quantCacheDir = QString::fromStdString(cosmos::default_quant_cache_dir().string());
   EngineController* controller = controller_;
   QMetaObject::invokeMethod(controller, [controller, request] { controller->load(request); }, Qt::QueuedConnection);
 }

@@ -66,9 +66,11 @@ class EngineHost : public QObject {
   const EngineInfo& info() const { return info_; }
 
   // Starts loading (ignored while a load runs; a running generation is stopped first).
-  // device: "auto" | "cpu" | "cuda"; precision: "bf16", …; context: KV-cache tokens.
+  // device: "auto" | "cpu" | "cuda"; precision: "bf16", …; context: KV-cache tokens; keepQuantized:
+  // keep quantized weights in cosmos::default_quant_cache_dir() for the next load.
   Q_INVOKABLE void loadModel(const QString& dir, const QString& device = QStringLiteral("auto"),
-                             const QString& precision = QStringLiteral("bf16"), int context = 8192);
+                             const QString& precision = QStringLiteral("bf16"), int context = 8192,
+                             bool keepQuantized = false);
   // Cancels a running load: the model loaded before stays (state Ready), else state NoModel;
   // errorText says which.
   Q_INVOKABLE void cancelLoad();

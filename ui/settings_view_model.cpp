@@ -35,6 +35,7 @@ namespace fs = std::filesystem;
 const QString kKeyModelDir = QStringLiteral("model/dir");
 const QString kKeyPrecision = QStringLiteral("model/precision");
 const QString kKeyContext = QStringLiteral("model/contextLength");
+const QString kKeyKeepQuantized = QStringLiteral("model/keepQuantizedWeights");
 const QString kKeyTemperature = QStringLiteral("sampling/temperature");
 const QString kKeyTopP = QStringLiteral("sampling/topP");
 const QString kKeyTopK = QStringLiteral("sampling/topK");
@@ -100,6 +101,7 @@ void SettingsViewModel::load() {
   const QString t = s.value(kKeyTheme, QStringLiteral("system")).toString();
   theme_ = (t == QLatin1String("light") || t == QLatin1String("dark")) ? t : QStringLiteral("system");
   fontSize_ = std::clamp(s.value(kKeyFont, kDefaultFontSize).toInt(), 7, 24);
+  keepQuantizedWeights_ = s.value(kKeyKeepQuantized, false).toBool();
   memoryBudget_ = availableMemory();
   reloadModelConfig();
 }
@@ -219,6 +221,13 @@ void SettingsViewModel::setMemoryBudget(double bytes) {
   if (!std::isfinite(bytes) || bytes < 0 || nearlyEqual(bytes, memoryBudget_)) return;
   memoryBudget_ = bytes;
   recomputePrecisionOptions();
+}
+
+void SettingsViewModel::setKeepQuantizedWeights(bool on) {
+  if (on == keepQuantizedWeights_) return;
+  keepQuantizedWeights_ = on;
+  save(kKeyKeepQuantized, on);
+  emit keepQuantizedWeightsChanged();
 }
 
 void SettingsViewModel::setGpuInUse(bool on) {

@@ -23,6 +23,10 @@ class SettingsViewModel : public QObject {
   Q_PROPERTY(QString modelDir READ modelDir WRITE setModelDir NOTIFY modelDirChanged)
   Q_PROPERTY(QString precision READ precision WRITE setPrecision NOTIFY precisionChanged)
   Q_PROPERTY(int contextLength READ contextLength WRITE setContextLength NOTIFY contextLengthChanged)
+  // Keep quantized weights on disk between loads (cosmos::default_quant_cache_dir(); off by default:
+  // a file per model and precision, e.g. 7.6 GB for the 7B in int8).
+  Q_PROPERTY(bool keepQuantizedWeights READ keepQuantizedWeights WRITE setKeepQuantizedWeights NOTIFY
+                 keepQuantizedWeightsChanged)
   Q_PROPERTY(int maxContextLength READ maxContextLength NOTIFY modelDirChanged)
   Q_PROPERTY(double temperature READ temperature WRITE setTemperature NOTIFY temperatureChanged)
   Q_PROPERTY(double topP READ topP WRITE setTopP NOTIFY topPChanged)
@@ -67,6 +71,8 @@ class SettingsViewModel : public QObject {
   QString precision() const { return precision_; }
   void setPrecision(const QString& precision);
   int contextLength() const { return contextLength_; }
+  bool keepQuantizedWeights() const { return keepQuantizedWeights_; }
+  void setKeepQuantizedWeights(bool on);
   void setContextLength(int tokens);
   int maxContextLength() const;
   double temperature() const { return temperature_; }
@@ -130,6 +136,7 @@ class SettingsViewModel : public QObject {
   void modelDirChanged();
   void precisionChanged();
   void contextLengthChanged();
+  void keepQuantizedWeightsChanged();
   void temperatureChanged();
   void topPChanged();
   void topKChanged();
@@ -162,6 +169,7 @@ class SettingsViewModel : public QObject {
   int fontSize_ = kDefaultFontSize;
   double memoryBudget_ = 0;
   bool gpuInUse_ = false;
+  bool keepQuantizedWeights_ = false;
   std::optional<cosmos::ModelConfig> config_;
   QVariantList precisionOptions_;
 };

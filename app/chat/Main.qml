@@ -62,7 +62,8 @@ ApplicationWindow {
     // settings or the welcome page).
     function loadFromSettings() {
         if (settings.modelDir !== "")
-            engine.loadModel(settings.modelDir, "auto", settings.resolvedPrecision(), settings.contextLength)
+            engine.loadModel(settings.modelDir, "auto", settings.resolvedPrecision(), settings.contextLength,
+                             settings.keepQuantizedWeights)
     }
     function newChat() {
         settingsOpen = false

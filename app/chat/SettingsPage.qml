@@ -191,6 +191,13 @@ Item {
                         }
                     }
                 }
+                CheckBox {
+                    text: qsTr("Keep quantized weights on disk (int8, fp8, int4 load faster the next time; a file per model and precision in ~/.cache/cosmos-chat/quantized)")
+                    checked: settings.keepQuantizedWeights
+                    onToggled: settings.keepQuantizedWeights = checked
+                    Layout.fillWidth: true
+                    Accessible.name: qsTr("Keep quantized weights on disk")
+                }
             }
 
             // --- sampling ---

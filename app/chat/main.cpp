@@ -210,7 +210,8 @@ int main(int argc, char* argv[]) {
   if (qml.rootObjects().isEmpty()) return 1;
 
   if (!modelDir.isEmpty()) {
-    engine.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), settings.contextLength());
+    engine.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), settings.contextLength(),
+                     settings.keepQuantizedWeights());
   }
 
   const int rc = QGuiApplication::exec();

@@ -2,8 +2,10 @@
 // engine (makeRealChatEngine) on the tiny test model, ChatViewModel over a real ConversationStore,
 // and the SettingsViewModel the app takes the precision from. One reply in bf16; then what the
 // settings page does on a change (set the precision, reload with resolvedPrecision() and device
-// "auto"); the model reloads in the new format, the conversation stays open and unchanged, and its
-// next reply comes from the new model and records that precision.
+// "auto"); the model reloads in the new format (keeping its quantized weights on disk, as the
+// setting asks), the conversation stays open and unchanged, and its next reply comes from the new
+// model and records that precision.
+#include <QDir>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -107,10 +109,16 @@ class TestPrecisionSwitch : public QObject {
     QVERIFY(optionNamed(settings.precisionOptions(), target).value(QStringLiteral("enabled")).toBool());
     settings.setPrecision(target);
     QCOMPARE(settings.resolvedPrecision(), target);
-    host.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), 512);
+    // With "keep quantized weights" on, the load leaves a cache file (in COSMOS_CACHE_DIR here).
+    settings.setKeepQuantizedWeights(true);
+    qputenv("COSMOS_CACHE_DIR", tmp.filePath(QStringLiteral("cache")).toUtf8());
+    host.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), 512, settings.keepQuantizedWeights());
     QVERIFY2(waitLoaded(host), qPrintable(host.errorText()));
     QCOMPARE(host.precision(), target);
     QVERIFY(host.weightBytes() < bf16Bytes);
+    const QStringList cached = QDir(tmp.filePath(QStringLiteral("cache/quantized")))
+                                   .entryList({QStringLiteral("*-") + target + QStringLiteral(".safetensors")});
+    QCOMPARE(cached.size(), 1);
 
     // Same conversation, unchanged; the next reply comes from the new model.
     QCOMPARE(vm.conversationId(), conversation);

@@ -66,6 +66,7 @@ class TestSettingsViewModel : public QObject {
     QCOMPARE(s.theme(), QStringLiteral("system"));
     QCOMPARE(s.fontSize(), SettingsViewModel::kDefaultFontSize);
     QVERIFY(!s.modelIsDemo());
+    QVERIFY(!s.keepQuantizedWeights());  // off unless asked: the files are large
   }
 
   void persists_data() {
@@ -84,6 +85,7 @@ class TestSettingsViewModel : public QObject {
     QTest::newRow("empty systemPrompt") << QByteArray("systemPrompt") << QVariant(QString());
     QTest::newRow("theme") << QByteArray("theme") << QVariant(QStringLiteral("dark"));
     QTest::newRow("fontSize") << QByteArray("fontSize") << QVariant(14);
+    QTest::newRow("keepQuantizedWeights") << QByteArray("keepQuantizedWeights") << QVariant(true);
   }
   void persists() {
     QFETCH(QByteArray, property);
