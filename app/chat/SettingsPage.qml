@@ -192,11 +192,19 @@ Item {
                     }
                 }
                 CheckBox {
-                    text: qsTr("Keep quantized weights on disk (int8, fp8, int4 load faster the next time; a file per model and precision in ~/.cache/cosmos-chat/quantized)")
+                    text: qsTr("Keep quantized weights on disk")
                     checked: settings.keepQuantizedWeights
                     onToggled: settings.keepQuantizedWeights = checked
-                    Layout.fillWidth: true
                     Accessible.name: qsTr("Keep quantized weights on disk")
+                    Accessible.description: hint.text
+                }
+                Label {
+                    id: hint
+                    text: qsTr("int8, fp8 and int4 then load faster the next time; one file per model and precision in ~/.cache/cosmos-chat/quantized (the 7B in int8: about 7.6 GB).")
+                    color: Theme.muted
+                    font.pointSize: Theme.smallFontSize
+                    wrapMode: Text.Wrap
+                    Layout.fillWidth: true
                 }
             }
 

@@ -310,8 +310,8 @@ Result<std::unique_ptr<Backend>> load_cuda_backend(ModelConfig config, const ker
                                                    const Checkpoint* ckpt, const BackendOptions& options) {
   if (options.precision != Precision::bf16 && options.precision != Precision::fp16)
     return make_error(ErrorCategory::unsupported_model, "backend.precision",
-                      std::string("the CUDA backend runs bf16 and fp16 today; ") +
-                          std::string(to_string(options.precision)) + " arrives with the quantization work");
+                      std::string("the CUDA backend runs bf16 and fp16; ") +
+                          std::string(to_string(options.precision)) + " runs on the CPU until its GPU kernels exist");
   if (options.reference_math && options.precision != Precision::bf16)
     return make_error(ErrorCategory::bad_input, "backend.precision", "reference math runs bf16 weights only");
   WeightSource src;
