@@ -72,25 +72,23 @@ int run_bench(const BenchArgs& a) {
   if (!prompt_lens) return report(prompt_lens.error());
   auto depths = parse_list(a.depths, "--depth");
   if (!depths) return report(depths.error());
+  // The KV cache holds the longest prompt or the deepest context plus the generated tokens.
+  int max_len = 1;
+  for (int l : *prompt_lens) max_len = std::max(max_len, l + 1);
+  for (int d : *depths) max_len = std::max(max_len, d + a.gen + 1);
   std::optional<Precision> precision = precision_from_string(a.precision);
   if (a.precision == "auto") {
     // The model's config: the folder's, or the random preset's.
     auto config = a.random.empty() ? load_model_config(fs::path(a.model) / "config.json") : preset_config(a.random);
     if (!config) return report(config.error());
     std::string note;
-    int need = 1;
-    for (int l : *prompt_lens) need = std::max(need, l + 1);
-    for (int d : *depths) need = std::max(need, d + a.gen + 1);
-    auto picked = resolve_auto_precision(*config, *device_from_string(a.device), need + 16, note);
+    auto picked = resolve_auto_precision(*config, *device_from_string(a.device), max_len + 16, note);
     if (!picked) return report(picked.error());
     std::cerr << note << "\n";
     precision = *picked;
   }
   if (!precision) return report(make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision " + a.precision));
 
-  int max_len = 1;
-  for (int l : *prompt_lens) max_len = std::max(max_len, l + 1);
-  for (int d : *depths) max_len = std::max(max_len, d + a.gen + 1);
   BackendOptions bo;
   bo.context_tokens = max_len + 16;
   bo.precision = *precision;
