@@ -1,7 +1,7 @@
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/gemv.cuh"
+#include "kernels/gemv_common.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels {
@@ -86,24 +86,9 @@ __device__ __forceinline__ float dot8(const uint4& w, const float4& a, const flo
   return s0 + s1;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-// 1 / sqrt(mean(x^2) + eps) from each thread's partial sum of squares; every thread gets it.
-// Contains a __syncthreads(): call from all threads of the block.
-__device__ __forceinline__ float block_inv_rms(float ss, int cols, float eps) {
-  __shared__ float red[kWarps];
-  ss = warp_sum(ss);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kWarps; ++k) total += red[k];
-  return 1.0f / sqrtf(total / static_cast<float>(cols) + eps);
-}
+using gemv_common::block_inv_rms;
+using gemv_common::warp_sum;
+static_assert(kWarps == gemv_common::kBlockWarps, "block_inv_rms reduces over kBlockWarps warps");
 
 // Lane 0's epilogue for output `o`: a0 is the full dot product of row o, a1 of row o + half (swiglu).
 template <typename Ops, bool kSwiglu>
@@ -291,31 +276,8 @@ KernelFn<typename Ops::T> pick(bool vec, bool stage) {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// SM count and opt-in shared memory per block of the current device, queried once per device.
-struct DeviceShape {
-  int sms = 1, smem_optin = 48 * 1024;
-};
-DeviceShape device_shape() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices][2];  // 0 = not queried yet; benign race: same values
-  int device = 0;
-  cudaGetDevice(&device);
-  DeviceShape d;
-  if (device >= 0 && device < kMaxDevices && cache[device][0].load() > 0) {
-    d.sms = cache[device][0].load();
-    d.smem_optin = cache[device][1].load();
-    return d;
-  }
-  int sms = 0, smem = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0) d.sms = sms;
-  if (cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess && smem > 0)
-    d.smem_optin = smem;
-  if (device >= 0 && device < kMaxDevices) {
-    cache[device][1].store(d.smem_optin);
-    cache[device][0].store(d.sms);
-  }
-  return d;
-}
+using gemv_common::device_shape;
+using gemv_common::DeviceShape;
 
 }  // namespace
 

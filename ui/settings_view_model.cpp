@@ -49,10 +49,6 @@ const QString kKeyFont = QStringLiteral("appearance/fontSize");
 constexpr int kMinContext = 256;
 constexpr int kMaxContextFallback = 32768;
 constexpr const char* kDemoMarker = "DEMO-MODEL.txt";
-bool quantized(cosmos::Precision p) {
-  return p == cosmos::Precision::int8 || p == cosmos::Precision::fp8 || p == cosmos::Precision::int4;
-}
-
 fs::path toPath(const QString& s) { return fs::path(s.toStdString()); }
 
 bool nearlyEqual(double a, double b) { return std::abs(a - b) < 1e-9; }
@@ -270,6 +266,7 @@ void SettingsViewModel::recomputePrecisionOptions() {
     if (config_) {
       cosmos::EstimateOptions eo;
       eo.context_tokens = contextLength_;
+      eo.gpu = gpuInUse_;
       const cosmos::MemoryEstimate e = cosmos::estimate_memory(*config_, p, eo);
       bytes = static_cast<double>(e.total());
       o[QStringLiteral("weightBytes")] = static_cast<double>(e.weights());
@@ -277,8 +274,7 @@ void SettingsViewModel::recomputePrecisionOptions() {
       o[QStringLiteral("workspaceBytes")] = static_cast<double>(e.workspace);
     }
     const bool fits = bytes <= 0 || memoryBudget_ <= 0 || bytes <= memoryBudget_;
-    // fp16 needs the GPU; the quantized formats run on the CPU backend (on a GPU machine too, for
-    // now: the app loads with device "auto", which then uses the CPU and says so).
+    // fp16 needs the GPU (on the CPU bf16 is as fast); every other format runs on both backends.
     const bool enabled = p != cosmos::Precision::fp16 || gpuInUse_;
     o[QStringLiteral("bytes")] = bytes;
     o[QStringLiteral("fits")] = fits;
@@ -288,17 +284,13 @@ void SettingsViewModel::recomputePrecisionOptions() {
       reason = tr("fp16 runs on the GPU only; on the CPU bf16 is as fast");
     } else if (!fits) {
       reason = tr("needs about %1; %2 is available").arg(formatBytes(bytes), formatBytes(memoryBudget_));
-    } else if (gpuInUse_ && quantized(p)) {
-      reason = tr("runs on the CPU for now (the GPU kernels for %1 are not there yet)").arg(name);
     }
     o[QStringLiteral("reason")] = reason;
     options.append(o);
   }
-  // auto: the most accurate enabled option that fits, among those that run on the device in use
-  // (a GPU keeps to its own formats rather than moving the model to the CPU).
+  // auto: the most accurate enabled option that fits.
   QVariantMap autoOption;
   for (const cosmos::Precision p : cosmos::kPrecisionsByAccuracy) {
-    if (gpuInUse_ && quantized(p)) continue;
     const QVariantMap o = options.at(static_cast<int>(p)).toMap();  // options are in enum order
     if (o.value(QStringLiteral("enabled")).toBool() && o.value(QStringLiteral("fits")).toBool()) {
       autoOption = o;

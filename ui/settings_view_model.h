@@ -44,9 +44,7 @@ class SettingsViewModel : public QObject {
   // precisionOptions compares against it; EngineHost may set the GPU's free memory later.
   Q_PROPERTY(double memoryBudget READ memoryBudget WRITE setMemoryBudget NOTIFY precisionOptionsChanged)
   // Whether the loaded model runs on the GPU (EngineHost::onGpu, set by the app): which precisions
-  // precisionOptions enables. The CPU backend runs bf16, int8, fp8 and int4; the CUDA backend bf16
-  // and fp16, and with device "auto" a quantized precision loads on the CPU instead (said in the
-  // option's reason).
+  // precisionOptions enables: the CUDA backend runs all five formats, the CPU backend all but fp16.
   Q_PROPERTY(bool gpuInUse READ gpuInUse WRITE setGpuInUse NOTIFY precisionOptionsChanged)
   Q_PROPERTY(bool modelIsDemo READ modelIsDemo NOTIFY modelDirChanged)
 

@@ -230,7 +230,7 @@ int run_bench(const BenchArgs& a) {
       {"gen_tokens", a.gen},
       {"prefill", prefill},
       {"decode", decode},
-      {"memory", {{"weights", m.weights}, {"kv_cache", m.kv_cache}, {"workspace", m.workspace}, {"on_gpu", m.on_gpu}}}};
+      {"memory", {{"weights", m.weights}, {"kv_cache", m.kv_cache}, {"workspace", m.workspace}, {"host", m.host}, {"on_gpu", m.on_gpu}}}};
   if (a.json) {
     std::cout << result.dump(2) << "\n";
     return kExitOk;
@@ -244,8 +244,10 @@ int run_bench(const BenchArgs& a) {
   for (const auto& d : decode)
     std::printf("decode at depth %5d: %7.1f tok/s, %6.0f GB/s of weights (%.1f%% of copy)\n", d["depth"].get<int>(),
                 d["tok_per_s"].get<double>(), d["weight_gb_per_s"].get<double>(), d["pct_of_copy"].get<double>());
-  std::printf("memory: weights %.2f GiB, KV cache %.2f GiB, workspace %.2f GiB\n", m.weights / 1073741824.0,
+  std::printf("memory: weights %.2f GiB, KV cache %.2f GiB, workspace %.2f GiB", m.weights / 1073741824.0,
               m.kv_cache / 1073741824.0, m.workspace / 1073741824.0);
+  if (m.host) std::printf(" (+ %.2f GiB of pinned host memory: the embedding)", m.host / 1073741824.0);
+  std::printf("\n");
   return kExitOk;
 }
 

@@ -57,7 +57,8 @@ int run_inspect(const InspectArgs& a) {
   for (Precision p : kAllPrecisions) {
     const MemoryEstimate e = estimate_memory(c, p, eo);
     estimates[std::string(to_string(p))] = {
-        {"weights", e.weights()}, {"kv_cache", e.kv_cache}, {"workspace", e.workspace}, {"total", e.total()}};
+        {"weights", e.weights()}, {"kv_cache", e.kv_cache}, {"workspace", e.workspace}, {"total", e.total()},
+        {"host", e.host}};
   }
   nlohmann::json out = {
       {"model_dir", fs::absolute(dir).string()},
@@ -107,9 +108,11 @@ int run_inspect(const InspectArgs& a) {
             << "  precision   weights      KV cache     workspace    total\n";
   for (Precision p : kAllPrecisions) {
     const auto& e = estimates[std::string(to_string(p))];
-    std::printf("  %-10s  %-11s  %-11s  %-11s  %s\n", std::string(to_string(p)).c_str(),
+    const std::uint64_t host = e["host"];
+    std::printf("  %-10s  %-11s  %-11s  %-11s  %s%s\n", std::string(to_string(p)).c_str(),
                 human_bytes(e["weights"]).c_str(), human_bytes(e["kv_cache"]).c_str(),
-                human_bytes(e["workspace"]).c_str(), human_bytes(e["total"]).c_str());
+                human_bytes(e["workspace"]).c_str(), human_bytes(e["total"]).c_str(),
+                host ? ("  (+ " + human_bytes(host) + " embedding in host memory)").c_str() : "");
   }
   std::fflush(stdout);
   return kExitOk;

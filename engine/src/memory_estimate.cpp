@@ -42,6 +42,7 @@ std::uint64_t linear_weight_bytes(std::uint64_t rows, std::uint64_t cols, Precis
 
 MemoryEstimate estimate_memory(const ModelConfig& c, Precision precision, const EstimateOptions& o) {
   MemoryEstimate e;
+  const bool quantized = precision != Precision::bf16 && precision != Precision::fp16;
   for (const ExpectedTensor& t : text_model_tensors(c)) {
     switch (t.role) {
       case TensorRole::attn_weight:
@@ -52,7 +53,7 @@ MemoryEstimate estimate_memory(const ModelConfig& c, Precision precision, const 
         e.lm_head += linear_weight_bytes(t.shape[0], t.shape[1], precision);
         break;
       case TensorRole::embedding:
-        e.embedding += t.numel() * 2;
+        (o.gpu && quantized ? e.host : e.embedding) += t.numel() * 2;
         break;
       default:
         e.small += t.numel() * 2;
@@ -66,6 +67,9 @@ MemoryEstimate estimate_memory(const ModelConfig& c, Precision precision, const 
   const std::uint64_t chunk = o.prefill_chunk;
   const std::uint64_t per_token = 3ull * c.hidden_size + c.q_dim() + 2ull * c.kv_dim() + 3ull * c.intermediate_size;
   e.workspace = chunk * per_token * 2 + static_cast<std::uint64_t>(o.batch) * c.vocab_size * 4 + (32ull << 20);
+  // Quantized formats on the GPU: the largest layer matrix (gate/up) dequantized to bf16 for the
+  // prefill GEMMs.
+  if (o.gpu && quantized) e.workspace += 2ull * c.intermediate_size * c.hidden_size * 2;
   return e;
 }
 

@@ -62,10 +62,12 @@ Result<Precision> resolve_auto_precision(const ModelConfig& config, Device devic
   o.context_tokens = context_tokens;
   const std::optional<DeviceMemoryInfo> gpu = device == Device::cpu ? std::nullopt : gpu_memory_info();
   const bool on_gpu = gpu.has_value();
-  static constexpr Precision kGpu[] = {Precision::bf16, Precision::fp16};
+  o.gpu = on_gpu;
+  // The GPU runs every format (fp16 is never chosen over bf16: the same size); the CPU all but fp16.
+  static constexpr std::span<const Precision> kGpu = kPrecisionsByAccuracy;
   static constexpr Precision kCpu[] = {Precision::bf16, Precision::int8, Precision::fp8, Precision::int4};
   const std::uint64_t budget = on_gpu ? gpu->total - std::min(gpu->used, gpu->total) : available_host_memory();
-  const std::span<const Precision> candidates = on_gpu ? std::span<const Precision>(kGpu) : std::span<const Precision>(kCpu);
+  const std::span<const Precision> candidates = on_gpu ? kGpu : std::span<const Precision>(kCpu);
   const std::string where = on_gpu ? "free on the GPU" : "available on the host";
   auto gib = [](std::uint64_t b) {
     char buf[32];

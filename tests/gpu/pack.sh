@@ -19,6 +19,8 @@ for bin in .carry/bin/* .carry/lib/libcosmos-*.so; do
   ldd "$bin" | awk '/=> \//{print $3}'
 done | sort -u | grep -E 'libspdlog|libfmt|libutf8proc|libsentencepiece|libprotobuf|libpcre2|libxxhash' \
   | xargs -r -I{} cp -L {} .carry/lib/
+# Symbols off: the device call carries at most 64 MiB with the source tree.
+strip --strip-unneeded .carry/bin/* .carry/lib/libcosmos-*.so
 tok="${COSMOS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cosmos-chat}/test-tokenizer/tokenizer.json"
 cp "$tok" .carry/tokenizer.json
 # Where the binaries were built, so run.sh can recreate the compiled-in paths there.

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, in one call: GPU tests, the unit tests, the tokenizer benchmark, and
 # (with --golden) the Hugging Face golden data. Logs go to $OUT; a short table is printed last.
-#   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--sanitize]
+#   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--quant-7b]
+#                    [--sanitize]
+# --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five).
+# --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
 # golden data is made here too (tests/golden/make_golden_7b.py -> $OUT/golden_7b_bf16.json) with
 # --golden or when tests/data/golden_7b_bf16.json is not committed.
@@ -13,7 +16,7 @@ mkdir -p "$OUT"
 # $OUT brings back at most 8 files: per-test logs stay in $LOGS (and are appended to tests.log),
 # $OUT gets tests.log, golden/ (6 files) and golden_7b_bf16.json.
 LOGS=$(mktemp -d)
-prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0
+prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0 quant7b=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -23,6 +26,7 @@ while [ $# -gt 0 ]; do
     --sanitize) sanitize=1; shift ;;
     --bench-7b) bench7b=1; shift ;;
     --parity-7b) parity7b=1; shift ;;
+    --quant-7b) quant7b=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -39,8 +43,11 @@ mkdir -p "$src/build/gpu/bin" 2>/dev/null; cp -n "$bin"/* "$src/build/gpu/bin/" 
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
 declare -A status
+[ $quant7b = 1 ] && export COSMOS_QUANT_7B=1
 for t in "$bin"/test_*; do
   name=$(basename "$t")
+  # COSMOS_TESTS="test_a test_b" runs only those binaries (default: all).
+  if [ -n "${COSMOS_TESTS:-}" ] && [[ " $COSMOS_TESTS " != *" $name "* ]]; then continue; fi
   "$t" --gtest_brief=1 >"$LOGS/$name.log" 2>&1
   rc=$?
   if grep -q '\[  SKIPPED \] [1-9]' "$LOGS/$name.log"; then status[$name]="skipped"
@@ -58,7 +65,7 @@ if [ $sanitize = 1 ]; then
   # COSMOS_SANITIZE="test_gpu_a test_gpu_b" limits it to those binaries (default: every test_gpu_*).
   for t in "$bin"/test_gpu_*; do
     if [ -n "${COSMOS_SANITIZE:-}" ] && [[ " $COSMOS_SANITIZE " != *" $(basename "$t") "* ]]; then continue; fi
-    compute-sanitizer --tool memcheck "$t" > "$LOGS/san_$(basename "$t").txt" 2>&1
+    env -u COSMOS_QUANT_7B compute-sanitizer --tool memcheck "$t" > "$LOGS/san_$(basename "$t").txt" 2>&1
     grep -q "ERROR SUMMARY: 0 errors" "$LOGS/san_$(basename "$t").txt" || sanitize_status="ERRORS in $(basename "$t")"
     grep -E "ERROR SUMMARY|Invalid" "$LOGS/san_$(basename "$t").txt" | head -5 >> "$OUT/tests.log"
   done
@@ -71,6 +78,15 @@ if [ -x "$bin/bench_kernels" ]; then
   bench_line=$(tail -1 "$LOGS/bench_kernels.txt")
   copy_line=$(grep "device copy" "$LOGS/bench_kernels.txt")
 fi
+
+qbench_line="not built"
+if [ -x "$bin/bench_gemv_quant" ]; then
+  # COSMOS_QBENCH_ARGS="--sweep": every launch variant per format and shape (bench_gemv_quant.cu).
+  "$bin/bench_gemv_quant" ${COSMOS_QBENCH_ARGS:-} > "$LOGS/bench_gemv_quant.txt" 2>&1
+  { echo "== bench_gemv_quant"; cat "$LOGS/bench_gemv_quant.txt"; } >> "$OUT/tests.log"
+  qbench_line=$(tail -3 "$LOGS/bench_gemv_quant.txt" | tr '\n' ' ')
+fi
+quant_lines=$(grep -h "\[ measured \]" "$LOGS/test_gpu_cuda_quant.log" 2>/dev/null | grep "random 7B" | sed 's/.*GPU, //')
 
 golden_status="not run"
 if [ $golden = 1 ]; then
@@ -100,13 +116,21 @@ if [ $gpu7b = 1 ]; then
     > "$LOGS/gpu7b.json" 2>"$LOGS/gpu7b.err"
   gpu7b_status=$(python3 -c "import json;s=json.load(open('$LOGS/gpu7b.json'))['stats'];print('prefill %.1f tok/s, decode %.1f tok/s, ttft %.3f s, %s'%(s['prefill_tok_per_s'],s['decode_tok_per_s'],s['ttft_s'],s['device']))" 2>/dev/null || echo FAILED)
   { echo "== gpu 7B"; cat "$LOGS/gpu7b.json" "$LOGS/gpu7b.err"; } >> "$OUT/tests.log"
+  # Loading the checkpoint (now in the page cache) in each precision: what a precision switch costs.
+  gpu7b_status+="; load from the page cache:"
+  for prec in bf16 int8 fp8 int4; do
+    "$bin/cosmos-cli" bench --model "$big" --device cuda --precision $prec --prompt-lens 128 --depth 0 --gen 32 \
+      --reps 1 --json > "$LOGS/load7b_$prec.json" 2>"$LOGS/load7b_$prec.err"
+    gpu7b_status+=" $prec $(python3 -c "import json;j=json.load(open('$LOGS/load7b_$prec.json'));print('%.2f s (tg %.0f)'%(j['load_s'],j['decode'][0]['tok_per_s']))" 2>/dev/null || echo FAILED)"
+    { echo "== load 7B $prec"; cat "$LOGS/load7b_$prec.json" "$LOGS/load7b_$prec.err"; } >> "$OUT/tests.log"
+  done
 fi
 bench7b_status="not run"
 if [ $bench7b = 1 ]; then
   # cosmos-cli bench on the 7B shape with random weights generated on the GPU (no files): prefill
-  # 128/2048, decode at depth 0/4096, medians of 3, for bf16 and fp16.
+  # 128/2048, decode at depth 0/4096, medians of 3, for each precision.
   bench7b_status=""
-  for prec in bf16 fp16; do
+  for prec in ${COSMOS_BENCH_PRECISIONS:-bf16 fp16 int8 fp8 int4}; do
     "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision $prec --prompt-lens 128,2048 \
       --depth 0,4096 --gen 128 --reps 3 --json > "$LOGS/bench7b_$prec.json" 2>"$LOGS/bench7b_$prec.err"
     bench7b_status+="$prec: $(python3 -c "
@@ -176,6 +200,8 @@ for k in $(echo "${!status[@]}" | tr ' ' '\n' | sort); do printf '%-32s %s\n' "$
 printf '%-32s %s\n' "tokenizer encode MB/s (1 core)" "${bench_mbs:-?}"
 printf '%-32s %s\n' "device copy" "${copy_line:-?}"
 printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
+printf '%-32s %s\n' "gemv quantized, one decode step" "$qbench_line"
+[ -n "$quant_lines" ] && printf '%-32s %s\n' "quantized vs bf16, random 7B" "$quant_lines"
 printf '%-32s %s\n' "compute-sanitizer memcheck" "$sanitize_status"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"

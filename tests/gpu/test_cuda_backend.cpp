@@ -186,6 +186,7 @@ TEST_F(CudaBackendTest, ErrorsAreClearAndLeaveTheCacheUnchanged) {
   EXPECT_EQ(b->kv_cache().length(in.seq), 3);
   BackendOptions o;
   o.precision = Precision::int8;
+  o.reference_math = true;  // the fp32 reference runs bf16 weights only
   auto q8 = create_cuda_backend(testing::tiny_model_dir(), o);
   ASSERT_FALSE(q8.ok());
   EXPECT_EQ(q8.error().code, "backend.precision");

@@ -110,6 +110,18 @@ TEST_P(GpuFillTestWeights, BitExactAgainstTheFileGenerator) {
         ADD_FAILURE() << "write past the end at +" << k;
         break;
       }
+    // A slice (what the CUDA backend generates a chunk of rows at a time): elements first .. first+m-1.
+    const std::size_t first = n / 3 + 1, m = std::min<std::size_t>(n - first, 5000);
+    DevBuf<std::uint16_t> dslice;
+    dslice.alloc(m);
+    kernels::launch_fill_test_weights(dslice.ptr, fc.type, m, spec.key, spec.kind, spec.fan_in, nullptr, first);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<std::uint16_t> slice = dslice.download();
+    for (std::size_t i = 0; i < m; ++i)
+      if (slice[i] != out[first + i]) {
+        ADD_FAILURE() << "slice element " << i << " (tensor element " << first + i << ") differs";
+        break;
+      }
   }
 }
 

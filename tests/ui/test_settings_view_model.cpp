@@ -290,9 +290,9 @@ class TestSettingsViewModel : public QObject {
     QTest::newRow("cpu int4") << false << "int4" << true << "";
     QTest::newRow("gpu bf16") << true << "bf16" << true << "";
     QTest::newRow("gpu fp16") << true << "fp16" << true << "";
-    QTest::newRow("gpu fp8") << true << "fp8" << true << "runs on the CPU";
-    QTest::newRow("gpu int8") << true << "int8" << true << "runs on the CPU";
-    QTest::newRow("gpu int4") << true << "int4" << true << "runs on the CPU";
+    QTest::newRow("gpu fp8") << true << "fp8" << true << "";
+    QTest::newRow("gpu int8") << true << "int8" << true << "";
+    QTest::newRow("gpu int4") << true << "int4" << true << "";
   }
   void precisionOptionsPerDevice() {
     REQUIRE_TINY();
@@ -315,8 +315,8 @@ class TestSettingsViewModel : public QObject {
       QVERIFY2(reason.contains(reasonContains), qPrintable(reason));
   }
 
-  // "auto" takes the most accurate option that fits: on the CPU int8 before fp8 and int4 when bf16
-  // does not fit; on the GPU it keeps to the GPU's own formats.
+  // "auto" takes the most accurate option that fits: int8 before fp8 and int4 when bf16 does not
+  // fit, on the CPU and on the GPU alike.
   void autoPicksTheMostAccurateThatFits() {
     REQUIRE_TINY();
     SettingsViewModel s(ini_);
@@ -334,7 +334,14 @@ class TestSettingsViewModel : public QObject {
     QCOMPARE(s.resolvedPrecision(), QStringLiteral("int8"));
     s.setMemoryBudget((fp8 + int4) / 2);  // only int4 fits
     QCOMPARE(s.resolvedPrecision(), QStringLiteral("int4"));
-    s.setGpuInUse(true);  // the GPU's formats do not fit: bf16 is tried, and said so
+    s.setGpuInUse(true);  // the GPU runs every format too, with its own estimates (embedding in host memory)
+    const QVariantList gpu = s.precisionOptions();
+    const double gpuFp8 = optionNamed(gpu, QStringLiteral("fp8")).value(QStringLiteral("bytes")).toDouble();
+    const double gpuInt4 = optionNamed(gpu, QStringLiteral("int4")).value(QStringLiteral("bytes")).toDouble();
+    QVERIFY(gpuInt4 < int4);
+    s.setMemoryBudget((gpuFp8 + gpuInt4) / 2);
+    QCOMPARE(s.resolvedPrecision(), QStringLiteral("int4"));
+    s.setMemoryBudget(gpuInt4 / 2);  // nothing fits: bf16 is tried, and said so
     QCOMPARE(s.resolvedPrecision(), QStringLiteral("bf16"));
     QCOMPARE(optionNamed(s.precisionOptions(), QStringLiteral("auto")).value(QStringLiteral("fits")).toBool(), false);
   }

@@ -231,7 +231,6 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"generate_no_model", "generate --model $DIR/none --prompt hi", "", "none"},
         ErrorRow{"generate_no_prompt", "generate --model $DIR/tiny", "", "--prompt"},
         ErrorRow{"generate_bad_top_p", "generate --model $DIR/tiny --prompt hi --top-p 2", "", "top_p"},
-        ErrorRow{"generate_cuda_int4", "generate --model $DIR/tiny --prompt hi --device cuda --precision int4", "", "int4"},
         ErrorRow{"generate_fp16_cpu", "generate --model $DIR/tiny --prompt hi --device cpu --precision fp16", "", "fp16"},
         ErrorRow{"bench_no_model", "bench --depth 0", "", "--model DIR or --random"},
         ErrorRow{"bench_bad_depth", "bench --random tiny --depth 1,x", "", "\"x\""},

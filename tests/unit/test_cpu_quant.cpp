@@ -20,6 +20,7 @@
 #include "cosmos/cpu_backend.h"
 #include "cosmos/model_loader.h"
 #include "cosmos/session.h"
+#include "logit_compare.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -90,39 +91,16 @@ TEST_P(CpuQuantized, TeacherForcedAgainstBf16) {
   EXPECT_LT(q->memory().weights, ref->memory().weights);
   const ForwardOutput a = score(*ref, seq), b = score(*q, seq);
   ASSERT_EQ(a.logits.size(), b.logits.size());
-  double worst = 0.0, kl_sum = 0.0, kl_max = 0.0;
-  int agree = 0;
-  for (int p = prompt - 1; p < static_cast<int>(seq.size()); ++p) {  // kSteps next-token predictions
-    const auto ra = a.row(p), rb = b.row(p);
-    double ma = 0.0, err = 0.0;
-    for (std::size_t v = 0; v < ra.size(); ++v) {
-      ma = std::max(ma, std::fabs(static_cast<double>(ra[v])));
-      err = std::max(err, std::fabs(static_cast<double>(ra[v]) - rb[v]));
-    }
-    worst = std::max(worst, err / ma);
-    // KL(softmax(a) || softmax(b)) in double.
-    const double xa = *std::max_element(ra.begin(), ra.end()), xb = *std::max_element(rb.begin(), rb.end());
-    double za = 0.0, zb = 0.0;
-    for (std::size_t v = 0; v < ra.size(); ++v) {
-      za += std::exp(ra[v] - xa);
-      zb += std::exp(rb[v] - xb);
-    }
-    double kl = 0.0;
-    for (std::size_t v = 0; v < ra.size(); ++v) {
-      const double la = ra[v] - xa - std::log(za), lb = rb[v] - xb - std::log(zb);
-      kl += std::exp(la) * (la - lb);
-    }
-    kl_sum += kl;
-    kl_max = std::max(kl_max, kl);
-    agree += std::max_element(ra.begin(), ra.end()) - ra.begin() == std::max_element(rb.begin(), rb.end()) - rb.begin();
-  }
-  const double top1 = static_cast<double>(agree) / kSteps;
+  testing::LogitStats st;
+  for (int p = prompt - 1; p < static_cast<int>(seq.size()); ++p) st.add(a.row(p), b.row(p));  // kSteps predictions
+  ASSERT_EQ(st.positions, kSteps);
   std::printf("[ measured ] tiny model, %s against bf16 over %d steps: max rel logit error %.4g, KL mean %.3g max %.3g "
               "nats, top-1 agreement %d/%d\n",
-              std::string(to_string(bound.precision)).c_str(), kSteps, worst, kl_sum / kSteps, kl_max, agree, kSteps);
-  EXPECT_LT(worst, bound.max_rel_err);
-  EXPECT_LT(kl_sum / kSteps, bound.mean_kl);
-  EXPECT_GE(top1, bound.min_top1);
+              std::string(to_string(bound.precision)).c_str(), kSteps, st.max_rel_err, st.kl_mean(), st.kl_max, st.agree,
+              kSteps);
+  EXPECT_LT(st.max_rel_err, bound.max_rel_err);
+  EXPECT_LT(st.kl_mean(), bound.mean_kl);
+  EXPECT_GE(st.top1(), bound.min_top1);
 }
 
 // Measured (this test, deterministic: fixed weights, sequence and summation order):

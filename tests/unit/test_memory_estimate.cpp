@@ -32,7 +32,7 @@ TEST(MemoryEstimate, QuantizedFormatsCarryTheirScales) {
   // int4: half a byte per weight + 4 bytes per group of 128.
   EXPECT_EQ(i4.linear_weights, kLinear / 2 + kLinear / 128 * 4);
   EXPECT_EQ(i4.lm_head, kVocabRows / 2 + kVocabRows / 128 * 4);
-  EXPECT_EQ(i4.embedding, kVocabRows * 2);  // embedding stays bf16
+  EXPECT_EQ(i4.embedding + i4.host, kVocabRows * 2);  // embedding stays bf16 (on the GPU: in host memory)
   EXPECT_LT(i4.weights(), i8.weights());
   EXPECT_LT(i8.weights(), estimate_memory(c, Precision::fp16).weights());
 }
@@ -58,6 +58,28 @@ TEST(MemoryEstimate, Int4At8kFitsAnEightGigabyteCard) {
   o.context_tokens = 8192;
   const auto e = estimate_memory(cosmos_reason1_7b_config(), Precision::int4, o);
   EXPECT_LT(e.total(), 6ull * 1000 * 1000 * 1000);  // DESIGN.md §5: <= 6 GB total
+}
+
+// On the GPU a quantized format keeps the embedding in pinned host memory (not in total()) and
+// needs a bf16 buffer of the gate/up matrix for prefill GEMMs; the CPU backend neither.
+TEST(MemoryEstimate, QuantizedFormatsOnTheGpuKeepTheEmbeddingInHostMemory) {
+  const ModelConfig c = cosmos_reason1_7b_config();
+  const std::uint64_t embedding = static_cast<std::uint64_t>(c.vocab_size) * c.hidden_size * 2;
+  const std::uint64_t gate_up_bf16 = 2ull * c.intermediate_size * c.hidden_size * 2;
+  EstimateOptions gpu, cpu;
+  cpu.gpu = false;
+  for (Precision p : {Precision::int8, Precision::fp8, Precision::int4}) {
+    const auto g = estimate_memory(c, p, gpu), h = estimate_memory(c, p, cpu);
+    EXPECT_EQ(g.host, embedding);
+    EXPECT_EQ(g.embedding, 0u);
+    EXPECT_EQ(h.host, 0u);
+    EXPECT_EQ(h.embedding, embedding);
+    EXPECT_EQ(g.workspace, h.workspace + gate_up_bf16);
+    EXPECT_EQ(g.total() + embedding, h.total() + gate_up_bf16);
+  }
+  const auto b = estimate_memory(c, Precision::bf16, gpu);
+  EXPECT_EQ(b.host, 0u);
+  EXPECT_EQ(b.embedding, embedding);
 }
 
 // "auto": the most accurate candidate whose estimate fits the budget.

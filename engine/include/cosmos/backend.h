@@ -62,6 +62,7 @@ struct BackendMemory {
   std::uint64_t weights = 0;   // bytes held for weights (mapped or copied)
   std::uint64_t kv_cache = 0;  // bytes of KV storage
   std::uint64_t workspace = 0;
+  std::uint64_t host = 0;      // GPU backends: pinned host memory the GPU reads (the embedding of quantized formats)
   bool on_gpu = false;
 };
 

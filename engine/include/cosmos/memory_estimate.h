@@ -4,8 +4,12 @@
 //   output row; int4 carries a bf16 scale and a bf16 zero point per group of 128 weights;
 // - lm_head is quantized like the linear weights (it is read every token; in int4 it would
 //   otherwise be a quarter of the bytes read); the embedding stays bf16 (one row per token);
+// - on the GPU (EstimateOptions::gpu) a quantized format keeps the embedding in pinned host memory
+//   (`host`, not part of total()): it is read one row per token, and it would be 22% of int4's GPU
+//   memory; bf16 / fp16 keep it on the GPU;
 // - norms and biases stay bf16; the KV cache is bf16;
-// - workspace: activations of one prefill chunk plus fp32 logits and a 32 MiB GEMM workspace.
+// - workspace: activations of one prefill chunk plus fp32 logits and a 32 MiB GEMM workspace; for
+//   a quantized format also the gate/up matrix in bf16 (the GPU dequantizes into it for prefill GEMMs).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,7 @@ struct MemoryEstimate {
   std::uint64_t small = 0;           // norms and biases
   std::uint64_t kv_cache = 0;        // [layers, 2, kv_heads, context, head_dim] bf16
   std::uint64_t workspace = 0;
+  std::uint64_t host = 0;            // pinned host memory the GPU reads (the embedding of quantized formats)
   std::uint64_t weights() const { return linear_weights + lm_head + embedding + small; }
   std::uint64_t total() const { return weights() + kv_cache + workspace; }
 };
@@ -32,6 +37,7 @@ struct EstimateOptions {
   int context_tokens = 8192;
   int batch = 1;
   int prefill_chunk = 2048;
+  bool gpu = true;  // the CUDA backend's memory (false: the CPU backend's, all of it host memory)
 };
 
 MemoryEstimate estimate_memory(const ModelConfig& config, Precision precision, const EstimateOptions& options = {});

@@ -2,14 +2,17 @@
 //   cuda_backend.cpp  forward(): batch planning, metadata upload, decode graphs, outputs
 //   cuda_load.cpp     load(): allocation, weights streamed through pinned buffers, precision
 //   cuda_layers.cpp   enqueue(): the kernels of one forward pass
+//   cuda_quant_cache.cpp  the quantized-weight cache (cosmos/quant_cache.h) on the GPU
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,9 +20,11 @@
 
 #include "cosmos/backend.h"
 #include "cosmos/checkpoint.h"
+#include "cosmos/quant.h"
 #include "kernels/device_info.cuh"
 #include "kernels/elem_type.cuh"
 #include "kernels/gemm_lt.h"
+#include "kernels/quant_format.cuh"
 
 namespace cosmos {
 
@@ -33,17 +38,24 @@ Error cuda_error(cudaError_t e, const char* call, const char* file, int line);
 
 using bf16 = __nv_bfloat16;
 
+// A linear weight matrix [rows, cols]: bf16 / fp16 values, or a quantized format.
+struct DevMatrix {
+  void* data = nullptr;     // [rows, cols] weight type; quantized: the q bytes (== qm.q)
+  bool quantized = false;
+  kernels::QuantMatrix qm;  // quantized: format, q, scales (kernels/quant_format.cuh)
+};
+
 struct CudaLayer {
   bf16* in_norm = nullptr;      // [hidden] bf16
   bf16* post_norm = nullptr;    // [hidden] bf16
   void* in_norm_w = nullptr;    // [hidden] weight type (the fused norm+gemv reads it; == in_norm for bf16)
   void* post_norm_w = nullptr;  // [hidden] weight type
-  void* qkv = nullptr;          // [q_dim + 2 kv_dim, hidden] weight type: q rows, then k, then v
+  DevMatrix qkv;                // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
   void* qkv_bias = nullptr;     // [q_dim + 2 kv_dim] weight type (gemv epilogue)
   float* qkv_bias_f32 = nullptr;  // [q_dim + 2 kv_dim] fp32 (added in rope_kv after a GEMM)
-  void* o = nullptr;            // [hidden, q_dim] weight type
-  void* gate_up = nullptr;      // [2 intermediate, hidden] weight type: gate rows, then up
-  void* down = nullptr;         // [hidden, intermediate] weight type
+  DevMatrix o;                  // [hidden, q_dim]
+  DevMatrix gate_up;            // [2 intermediate, hidden]: gate rows, then up
+  DevMatrix down;               // [hidden, intermediate]
   void* k_cache = nullptr;      // [slots, kv_heads, head_dim] kv type (bf16, or fp32 for reference math)
   void* v_cache = nullptr;      // same shape
 };
@@ -79,6 +91,19 @@ class CudaBackend final : public Backend {
                 std::size_t expect_elems);
   Status stage_copy(void* dst, const std::uint8_t* src, std::size_t bytes, kernels::ElemType type);
   Status ensure_workspace(int tokens, int rows);
+  // Quantized precisions: allocates m ([rows, cols]) in the backend's format; fills rows
+  // [row0, row0 + t_rows) from the bf16 tensor `name` ([t_rows, cols]), a chunk of rows at a time
+  // through dq_ (bf16) and kernels/quantize.cuh.
+  Result<DevMatrix> alloc_matrix(std::size_t rows, std::size_t cols, const char* what);
+  Status upload_matrix(const WeightSource& src, const std::string& name, DevMatrix& m, std::size_t row0,
+                       std::size_t t_rows, std::size_t cols);
+  // The quantized-weight cache (cuda_quant_cache.cpp): read before loading (fills cached_ when the
+  // file is valid and complete), written after quantizing (from placed_).
+  void read_quant_cache(const WeightSource& src);
+  Status upload_cached(const std::string& name, DevMatrix& m, std::size_t row0, std::size_t rows, std::size_t cols);
+  void write_quant_cache(const WeightSource& src);
+  // The bf16/fp16 values a tensor-core GEMM reads: m's own, or m dequantized into dq_.
+  Result<const void*> gemm_weight(const DevMatrix& m, int rows, int cols);
   // one forward pass (cuda_layers.cpp)
   struct MetaOffsets {
     std::size_t ids = 0, pos = 0, slots = 0, toff = 0, ctx = 0, tab = 0;
@@ -96,7 +121,7 @@ class CudaBackend final : public Backend {
   // y = x W^T (+ bias) (+ residual). One token: gemv, optionally with the RMSNorm (norm_w) and
   // SwiGLU fused; several: cuBLASLt (x low precision, bias must be null, residual == y) or the
   // reference matmul.
-  Status linear(const void* x, const void* w, kernels::ElemType wtype, const void* bias, const float* residual,
+  Status linear(const void* x, const DevMatrix& w, kernels::ElemType wtype, const void* bias, const float* residual,
                 float* y, int n, int rows, int cols, const void* norm_w = nullptr, bool swiglu = false);
   void drop_graphs();
 
@@ -105,13 +130,17 @@ class CudaBackend final : public Backend {
   KvCache cache_;
   Precision precision_ = Precision::bf16;
   bool reference_math_ = false;               // fp32 KV cache and fp32 CUDA-core matmuls (tests)
-  kernels::ElemType wtype_ = kernels::ElemType::bf16;  // matrices: bf16 or f16
+  kernels::ElemType wtype_ = kernels::ElemType::bf16;  // matrices (unquantized), norms and biases: bf16 or f16
+  std::optional<kernels::QuantKind> quant_;            // int8 / fp8 / int4: the linear weights' and lm_head's format
   kernels::ElemType kvtype_ = kernels::ElemType::bf16;
   cudaStream_t stream_ = nullptr;
   std::vector<void*> allocations_;
   std::string failed_;
-  bf16 *embed_ = nullptr, *final_norm_ = nullptr;
-  void* lm_head_ = nullptr;                    // [vocab, hidden] lm_type_
+  bf16 *embed_ = nullptr, *final_norm_ = nullptr;  // [vocab, hidden], [hidden] bf16 (embed_: a device
+                                                  // pointer, also when it maps embed_host_)
+  void* embed_host_ = nullptr;  // quantized formats: the embedding in pinned, mapped host memory
+  std::uint64_t host_bytes_ = 0;
+  DevMatrix lm_head_;                          // [vocab, hidden] lm_type_, or quantized
   kernels::ElemType lm_type_ = kernels::ElemType::bf16;
   float* inv_freq_ = nullptr;                  // [head_dim / 2] fp32
   std::vector<CudaLayer> layers_;
@@ -156,6 +185,22 @@ class CudaBackend final : public Backend {
   std::map<int, cudaGraphExec_t> graphs_;
   static constexpr int kDecodeTokens = 4;  // passes of up to this many tokens use decode attention
   void* decode_scratch_ = nullptr;         // kernels/decode_attention.cuh, for kDecodeTokens tokens
+  // Quantized precisions: [2 intermediate, hidden] bf16 (the largest layer matrix): a matrix
+  // dequantized for a GEMM; while loading, the bf16 rows being quantized.
+  void* dq_ = nullptr;
+  std::size_t dq_elems_ = 0;
+  void* qstatus_ = nullptr;                // kernels::QuantStatus (device)
+  // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and
+  // where each checkpoint matrix went (rows [row0, row0 + rows) of m).
+  std::filesystem::path quant_cache_dir_;
+  std::string fingerprint_;
+  std::map<std::string, QuantizedMatrix> cached_;
+  struct Placed {
+    std::string name;
+    DevMatrix m;
+    std::size_t row0 = 0, rows = 0, cols = 0;
+  };
+  std::vector<Placed> placed_;
   std::uint64_t decode_scratch_bytes_ = 0;
   std::vector<std::pair<int, const float*>> pending_embeddings_;  // (token row, host fp32 [hidden]) for this pass
 };

@@ -12,8 +12,10 @@
 #include "kernels/decode_attention.cuh"
 #include "kernels/embedding.cuh"
 #include "kernels/gemv.cuh"
+#include "kernels/gemv_quant.cuh"
 #include "kernels/matmul_bf16.cuh"
 #include "kernels/prefill_attention.cuh"
+#include "kernels/quantize.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope_kv.cuh"
 #include "kernels/sampling.cuh"
@@ -44,25 +46,51 @@ void launch_gemv_as(const void* x, const void* w, const void* bias, const float*
 
 }  // namespace
 
-Status CudaBackend::linear(const void* x, const void* w, ElemType wtype, const void* bias, const float* residual,
+Result<const void*> CudaBackend::gemm_weight(const DevMatrix& m, int rows, int cols) {
+  if (!m.quantized) return static_cast<const void*>(m.data);
+  if (static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols) > dq_elems_)
+    return fail(make_error(ErrorCategory::internal, "backend.cuda",
+                           "a quantized matrix of " + std::to_string(rows) + "x" + std::to_string(cols) +
+                               " is larger than the dequantization buffer"));
+  kernels::launch_dequantize(m.qm, rows, cols, static_cast<bf16*>(dq_), stream_);
+  return static_cast<const void*>(dq_);
+}
+
+Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, const void* bias, const float* residual,
                            float* y, int n, int rows, int cols, const void* norm_w, bool swiglu) {
   if (n == 1) {
     const float eps = static_cast<float>(config_.rms_norm_eps);
-    if (wtype == ElemType::f16)
-      launch_gemv_as<__half>(x, w, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
-    else
-      launch_gemv_as<bf16>(x, w, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
+    if (w.quantized) {
+      kernels::QGemvArgs a;
+      a.w = w.qm;
+      a.x = static_cast<const float*>(x);
+      a.bias = static_cast<const bf16*>(bias);  // quantized precisions keep biases and norms in bf16
+      a.residual = residual;
+      a.y = y;
+      a.rows = rows;
+      a.cols = cols;
+      a.norm_weight = static_cast<const bf16*>(norm_w);
+      a.norm_eps = eps;
+      a.swiglu = swiglu;
+      kernels::launch_gemv_quant(a, stream_);
+    } else if (wtype == ElemType::f16) {
+      launch_gemv_as<__half>(x, w.data, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
+    } else {
+      launch_gemv_as<bf16>(x, w.data, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
+    }
   } else if (norm_w || swiglu) {
     return fail(make_error(ErrorCategory::internal, "backend.cuda", "fused norm/SwiGLU asked for several tokens"));
   } else if (!reference_math_) {
     if (bias || (residual && residual != y))
       return fail(make_error(ErrorCategory::internal, "backend.cuda", "GEMM path: bias or a separate residual"));
-    if (std::string err = gemm_.run(w, x, y, n, rows, cols, residual != nullptr, wtype, stream_); !err.empty())
+    auto wv = gemm_weight(w, rows, cols);
+    if (!wv) return wv.error();
+    if (std::string err = gemm_.run(*wv, x, y, n, rows, cols, residual != nullptr, wtype, stream_); !err.empty())
       return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
   } else {
     kernels::MatmulArgs a;
     a.x = static_cast<const float*>(x);
-    a.w = static_cast<const bf16*>(w);
+    a.w = static_cast<const bf16*>(w.data);
     a.bias = static_cast<const bf16*>(bias);
     a.residual = residual;
     a.y = y;
@@ -185,7 +213,9 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       kernels::launch_rms_norm(x_, H, L.post_norm, h_, in_type, N, H, eps, stream_);
       if (gemm) {
         // gate/up stored in bf16/fp16 (as Hugging Face does): the widest activation, half the bytes.
-        if (std::string err = gemm_.run(L.gate_up, h_, gu_, N, 2 * FF, H, false, wtype_, stream_, wtype_); !err.empty())
+        auto wv = gemm_weight(L.gate_up, 2 * FF, H);
+        if (!wv) return wv.error();
+        if (std::string err = gemm_.run(*wv, h_, gu_, N, 2 * FF, H, false, wtype_, stream_, wtype_); !err.empty())
           return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
         kernels::launch_swiglu(gu_, wtype_, act_, in_type, N, FF, stream_);
       } else {
@@ -195,15 +225,17 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     }
     if (auto st = linear(act_, L.down, wtype_, nullptr, x_, x_, N, H, FF); !st) return st;
   }
-  // Final norm of the rows that get logits, then lm_head. One row with a bf16 lm_head: the norm
-  // runs inside the gemv; else a norm launch (one when the rows are consecutive) first.
-  if (R == 1 && lm_type_ == ElemType::bf16) {
+  // Final norm of the rows that get logits, then lm_head. One row with a bf16 or quantized lm_head:
+  // the norm runs inside the gemv; else a norm launch (one when the rows are consecutive) first.
+  // A quantized lm_head takes one gemv per row (dequantizing its 152k rows for a GEMM would need a
+  // 1 GB buffer).
+  if (R == 1 && (lm_type_ == ElemType::bf16 || lm_head_.quantized)) {
     if (auto st = linear(x_ + static_cast<std::size_t>(rows[0]) * H, lm_head_, lm_type_, nullptr, nullptr, logits_, 1,
                          c.vocab_size, H, final_norm_);
         !st)
       return st;
   } else {
-    const bool lm_gemm = R > 1 && !reference_math_;
+    const bool lm_gemm = R > 1 && !reference_math_ && !lm_head_.quantized;
     void* normed = lm_gemm ? h_ : static_cast<void*>(sel_);
     const ElemType normed_type = lm_gemm ? lm_type_ : ElemType::f32;
     bool consecutive = true;
@@ -218,7 +250,15 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
                                  static_cast<std::uint8_t*>(normed) + static_cast<std::size_t>(r) * H * es, normed_type,
                                  1, H, eps, stream_);
     }
-    if (auto st = linear(normed, lm_head_, lm_type_, nullptr, nullptr, logits_, R, c.vocab_size, H); !st) return st;
+    if (lm_head_.quantized) {
+      for (int r = 0; r < R; ++r)
+        if (auto st = linear(sel_ + static_cast<std::size_t>(r) * H, lm_head_, lm_type_, nullptr, nullptr,
+                             logits_ + static_cast<std::size_t>(r) * c.vocab_size, 1, c.vocab_size, H);
+            !st)
+          return st;
+    } else if (auto st = linear(normed, lm_head_, lm_type_, nullptr, nullptr, logits_, R, c.vocab_size, H); !st) {
+      return st;
+    }
   }
   if (mode.on) {
     kernels::SampleArgs s;

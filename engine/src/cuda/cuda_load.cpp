@@ -6,12 +6,14 @@
 #include <cstring>
 
 #include "cosmos/model_tensors.h"
+#include "cosmos/quant.h"
 #include "cosmos/test_model.h"
 #include "cuda/cuda_backend_impl.h"
 #include "kernels/attention.cuh"
 #include "kernels/convert_dtype.cuh"
 #include "kernels/decode_attention.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/quantize.cuh"
 #include "kernels/test_weights.cuh"
 
 namespace cosmos {
@@ -26,8 +28,12 @@ Error cuda_error(cudaError_t e, const char* call, const char* file, int line) {
 CudaBackend::CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape,
                          const BackendOptions& options)
     : config_(std::move(config)), gpu_(gpu), cache_(shape), precision_(options.precision),
-      reference_math_(options.reference_math) {
+      reference_math_(options.reference_math), quant_cache_dir_(options.quant_cache_dir) {
   wtype_ = precision_ == Precision::fp16 ? ElemType::f16 : ElemType::bf16;
+  if (const auto f = quant_format_for(precision_))
+    quant_ = *f == QuantFormat::int8_row  ? kernels::QuantKind::int8_row
+             : *f == QuantFormat::fp8_row ? kernels::QuantKind::fp8_row
+                                          : kernels::QuantKind::int4_group;
   kvtype_ = reference_math_ ? ElemType::f32 : ElemType::bf16;
 }
 
@@ -39,7 +45,7 @@ CudaBackend::~CudaBackend() {
     if (stage_host_[i]) cudaFreeHost(stage_host_[i]);
     if (stage_done_[i]) cudaEventDestroy(stage_done_[i]);
   }
-  for (void* p : {static_cast<void*>(meta_host_), sparams_host_, static_cast<void*>(out_ids_host_)})
+  for (void* p : {static_cast<void*>(meta_host_), sparams_host_, static_cast<void*>(out_ids_host_), embed_host_})
     if (p) cudaFreeHost(p);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -55,6 +61,7 @@ BackendMemory CudaBackend::memory() const {
   m.weights = weight_bytes_;
   m.kv_cache = kv_bytes_;
   m.workspace = workspace_bytes_;
+  m.host = host_bytes_;
   m.on_gpu = true;
   return m;
 }
@@ -107,42 +114,168 @@ Status CudaBackend::stage_copy(void* dst, const std::uint8_t* src, std::size_t b
   return ok_status();
 }
 
+namespace {
+
+// The generator's entry for a tensor of the random-weights model (its shape and role, as the file
+// writer sees them); null when there is none.
+const ExpectedTensor* generated_tensor(const ModelConfig& config, const std::string& name) {
+  static thread_local std::vector<ExpectedTensor> tensors;
+  static thread_local ModelConfig cached;
+  if (tensors.empty() || cached.hidden_size != config.hidden_size || cached.num_layers != config.num_layers ||
+      cached.vocab_size != config.vocab_size || cached.intermediate_size != config.intermediate_size) {
+    tensors = text_model_tensors(config);
+    cached = config;
+  }
+  const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const ExpectedTensor& t) { return t.name == name; });
+  return it == tensors.end() ? nullptr : &*it;
+}
+
+// The bf16 bytes of a checkpoint tensor holding `expect_elems` values, or why not.
+Result<std::span<const std::byte>> tensor_bytes(const Checkpoint& ckpt, const std::string& name, std::size_t expect_elems) {
+  const CheckpointTensor* t = ckpt.find(name);
+  if (t->info.dtype != DType::bf16)
+    return make_error(ErrorCategory::unsupported_model, "backend.dtype",
+                      name + " is " + std::string(dtype_name(t->info.dtype)) +
+                          "; the CUDA backend reads bf16 checkpoints (Cosmos-Reason1-7B ships bf16)");
+  const auto bytes = ckpt.data(*t);
+  if (bytes.size() != expect_elems * 2)
+    return make_error(ErrorCategory::unsupported_model, "backend.shape",
+                      name + " holds " + std::to_string(bytes.size() / 2) + " values, expected " +
+                          std::to_string(expect_elems));
+  return bytes;
+}
+
+}  // namespace
+
 Status CudaBackend::upload(const WeightSource& src, const std::string& name, void* dst, ElemType type,
                            std::size_t expect_elems) {
   if (progress_ && !progress_(static_cast<double>(uploaded_) / static_cast<double>(std::max<std::uint64_t>(1, to_upload_))))
     return load_cancelled_error();
   if (!src.ckpt) {
-    // Generated on the GPU: find the tensor's shape and role as the file writer does.
-    static thread_local std::vector<ExpectedTensor> tensors;
-    if (tensors.empty() || tensors.front().shape.size() != 2 ||
-        tensors.front().shape[1] != config_.hidden_size)
-      tensors = text_model_tensors(config_);
-    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const ExpectedTensor& t) { return t.name == name; });
-    if (it == tensors.end())
-      return make_error(ErrorCategory::internal, "backend.weights", "no generator entry for " + name);
-    const TestWeightSpec spec = test_weight_spec(src.random_seed, *it);
-    kernels::launch_fill_test_weights(dst, type, it->numel(), spec.key, spec.kind, spec.fan_in, stream_);
+    // Generated on the GPU.
+    const ExpectedTensor* t = generated_tensor(config_, name);
+    if (!t) return make_error(ErrorCategory::internal, "backend.weights", "no generator entry for " + name);
+    const TestWeightSpec spec = test_weight_spec(src.random_seed, *t);
+    kernels::launch_fill_test_weights(dst, type, t->numel(), spec.key, spec.kind, spec.fan_in, stream_);
     CUDA_TRY(cudaGetLastError());
-    uploaded_ += it->numel() * 2;
+    uploaded_ += t->numel() * 2;
     return ok_status();
   }
-  const CheckpointTensor* t = src.ckpt->find(name);
-  if (t->info.dtype != DType::bf16)
-    return make_error(ErrorCategory::unsupported_model, "backend.dtype",
-                      name + " is " + std::string(dtype_name(t->info.dtype)) +
-                          "; the CUDA backend reads bf16 checkpoints (Cosmos-Reason1-7B ships bf16)");
-  const auto bytes = src.ckpt->data(*t);
-  if (bytes.size() != expect_elems * 2)
-    return make_error(ErrorCategory::unsupported_model, "backend.shape",
-                      name + " holds " + std::to_string(bytes.size() / 2) + " values, expected " +
-                          std::to_string(expect_elems));
-  if (auto st = stage_copy(dst, reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), type); !st) return st;
-  uploaded_ += bytes.size();
+  auto bytes = tensor_bytes(*src.ckpt, name, expect_elems);
+  if (!bytes) return bytes.error();
+  if (auto st = stage_copy(dst, reinterpret_cast<const std::uint8_t*>(bytes->data()), bytes->size(), type); !st) return st;
+  uploaded_ += bytes->size();
+  return ok_status();
+}
+
+Result<DevMatrix> CudaBackend::alloc_matrix(std::size_t rows, std::size_t cols, const char* what) {
+  DevMatrix m;
+  auto take = [&](std::size_t bytes) -> Result<void*> {
+    auto p = alloc(bytes, what);
+    if (p) weight_bytes_ += bytes;
+    return p;
+  };
+  if (!quant_) {
+    auto p = take(rows * cols * kernels::elem_size(wtype_));
+    if (!p) return p.error();
+    m.data = *p;
+    return m;
+  }
+  m.quantized = true;
+  m.qm.kind = *quant_;
+  auto q = take(rows * static_cast<std::size_t>(kernels::quant_row_bytes(*quant_, static_cast<std::int64_t>(cols))));
+  if (!q) return q.error();
+  m.data = *q;
+  m.qm.q = static_cast<const std::uint8_t*>(*q);
+  if (*quant_ == kernels::QuantKind::int4_group) {
+    const std::size_t g = rows * static_cast<std::size_t>(kernels::quant_groups(static_cast<std::int64_t>(cols)));
+    auto s = take(g * 2);
+    if (!s) return s.error();
+    auto mn = take(g * 2);
+    if (!mn) return mn.error();
+    m.qm.group_scale = static_cast<const std::uint16_t*>(*s);
+    m.qm.group_min = static_cast<const std::uint16_t*>(*mn);
+  } else {
+    auto s = take(rows * sizeof(float));
+    if (!s) return s.error();
+    m.qm.row_scale = static_cast<const float*>(*s);
+  }
+  return m;
+}
+
+Status CudaBackend::upload_matrix(const WeightSource& src, const std::string& name, DevMatrix& m, std::size_t row0,
+                                  std::size_t t_rows, std::size_t cols) {
+  if (!m.quantized)
+    return upload(src, name, static_cast<std::uint8_t*>(m.data) + row0 * cols * kernels::elem_size(wtype_), wtype_,
+                  t_rows * cols);
+  placed_.push_back(Placed{name, m, row0, t_rows, cols});
+  if (cached_.count(name)) return upload_cached(name, m, row0, t_rows, cols);
+  // Quantized: bf16 rows into dq_ a chunk at a time, then quantized on the GPU into their place.
+  const TestWeightSpec* spec = nullptr;
+  TestWeightSpec gen{};
+  std::span<const std::byte> bytes;
+  if (!src.ckpt) {
+    const ExpectedTensor* t = generated_tensor(config_, name);
+    if (!t) return make_error(ErrorCategory::internal, "backend.weights", "no generator entry for " + name);
+    gen = test_weight_spec(src.random_seed, *t);
+    spec = &gen;
+  } else {
+    auto b = tensor_bytes(*src.ckpt, name, t_rows * cols);
+    if (!b) return b.error();
+    bytes = *b;
+  }
+  const std::size_t chunk = std::max<std::size_t>(1, dq_elems_ / cols);
+  const auto kind = m.qm.kind;
+  const std::size_t row_bytes = static_cast<std::size_t>(kernels::quant_row_bytes(kind, static_cast<std::int64_t>(cols)));
+  const std::size_t groups = static_cast<std::size_t>(kernels::quant_groups(static_cast<std::int64_t>(cols)));
+  auto* status = static_cast<kernels::QuantStatus*>(qstatus_);
+  for (std::size_t r = 0; r < t_rows; r += chunk) {
+    if (progress_ && !progress_(static_cast<double>(uploaded_) / static_cast<double>(std::max<std::uint64_t>(1, to_upload_))))
+      return load_cancelled_error();
+    const std::size_t n = std::min(chunk, t_rows - r);
+    if (spec) {
+      kernels::launch_fill_test_weights(dq_, ElemType::bf16, n * cols, spec->key, spec->kind, spec->fan_in, stream_,
+                                        r * cols);
+    } else if (auto st = stage_copy(dq_, reinterpret_cast<const std::uint8_t*>(bytes.data()) + r * cols * 2, n * cols * 2,
+                                    ElemType::bf16);
+               !st) {
+      return st;
+    }
+    const std::size_t at = row0 + r;  // first row of the chunk in m
+    kernels::QuantOut out;
+    out.q = static_cast<std::uint8_t*>(m.data) + at * row_bytes;
+    if (kind == kernels::QuantKind::int4_group) {
+      out.group_scale = const_cast<std::uint16_t*>(m.qm.group_scale) + at * groups;
+      out.group_min = const_cast<std::uint16_t*>(m.qm.group_min) + at * groups;
+    } else {
+      out.row_scale = const_cast<float*>(m.qm.row_scale) + at;
+    }
+    kernels::launch_quantize(static_cast<const bf16*>(dq_), static_cast<std::int64_t>(n), static_cast<std::int64_t>(cols),
+                             kind, out, status, stream_);
+    CUDA_TRY(cudaGetLastError());
+    kernels::QuantStatus st{};
+    CUDA_TRY(cudaMemcpyAsync(&st, status, sizeof st, cudaMemcpyDeviceToHost, stream_));
+    CUDA_TRY(cudaStreamSynchronize(stream_));
+    // The first bad weight in row-major order, with the CPU quantizer's codes (cosmos::quantize_rows).
+    if (st.non_finite != kernels::kQuantNoError || st.out_of_range != kernels::kQuantNoError) {
+      const bool nf = st.non_finite <= st.out_of_range;
+      const unsigned long long v = nf ? st.non_finite : st.out_of_range;
+      const std::string where = "the weight of " + name + " at row " + std::to_string(r + (v >> 32)) + ", column " +
+                                std::to_string(v & 0xffffffffull);
+      if (nf)
+        return make_error(ErrorCategory::bad_input, "quant.non_finite",
+                          where + " is not finite: the checkpoint holds a non-finite weight, which cannot be quantized");
+      return make_error(ErrorCategory::bad_input, "quant.range",
+                        where + " is beyond the +-2^126 that quantized weights hold: the checkpoint looks corrupt");
+    }
+    uploaded_ += n * cols * 2;
+  }
   return ok_status();
 }
 
 Status CudaBackend::load(const WeightSource& src, const std::function<bool(double)>& progress) {
   progress_ = progress;
+  if (progress_ && !progress_(0.0)) return load_cancelled_error();
   for (const auto& t : text_model_tensors(config_)) to_upload_ += t.numel() * 2;
   CUDA_TRY(cudaSetDevice(gpu_.index));
   CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -175,16 +308,56 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   if (W == ElemType::f16)
     for (int i = 0; i < kStageSlots; ++i) TRY_ASSIGN(stage_dev_[i], alloc(kStageBytes, "staging"));
   void* p = nullptr;
-  TRY_ASSIGN(p, weights(V * H, ElemType::bf16, "the embedding"));
-  embed_ = static_cast<bf16*>(p);
-  TRY(upload(src, "model.embed_tokens.weight", embed_, ElemType::bf16, V * H));
-  if (c.tie_word_embeddings) {
-    lm_head_ = embed_;  // shared with the embedding, so it stays bf16
+  if (quant_) {
+    read_quant_cache(src);
+    // The bf16 rows being quantized while loading, and later a matrix dequantized for a GEMM.
+    dq_elems_ = std::max(2 * FF * H, std::max((Q + 2 * KV) * H, H * FF));
+    TRY_ASSIGN(dq_, alloc(dq_elems_ * 2, "the dequantization buffer"));
+    TRY_ASSIGN(qstatus_, alloc(sizeof(kernels::QuantStatus), "quantization status"));
+  }
+  if (quant_) {
+    // Quantized formats: the embedding, read one row per token, in pinned host memory that the GPU
+    // reads over the bus (1.1 GB less GPU memory: 22% of int4's); GPU memory when pinning fails.
+    cudaError_t e = cudaHostAlloc(&embed_host_, V * H * 2, cudaHostAllocMapped);
+    if (e == cudaSuccess) e = cudaHostGetDevicePointer(&p, embed_host_, 0);
+    if (e != cudaSuccess || !p) {
+      cudaGetLastError();
+      if (embed_host_) cudaFreeHost(embed_host_);
+      embed_host_ = nullptr;
+      p = nullptr;
+      spdlog::warn("cuda backend: cannot pin {} MiB of host memory for the embedding ({}); it goes to GPU memory",
+                   (V * H * 2) >> 20, cudaGetErrorString(e));
+    }
+  }
+  if (embed_host_) {
+    host_bytes_ = V * H * 2;
+    embed_ = static_cast<bf16*>(p);
+    if (src.ckpt) {
+      auto bytes = tensor_bytes(*src.ckpt, "model.embed_tokens.weight", V * H);
+      if (!bytes) return bytes.error();
+      std::memcpy(embed_host_, bytes->data(), bytes->size());
+      uploaded_ += bytes->size();
+    } else {
+      TRY(upload(src, "model.embed_tokens.weight", embed_, ElemType::bf16, V * H));  // the generator writes it
+    }
+  } else {
+    TRY_ASSIGN(p, weights(V * H, ElemType::bf16, "the embedding"));
+    embed_ = static_cast<bf16*>(p);
+    TRY(upload(src, "model.embed_tokens.weight", embed_, ElemType::bf16, V * H));
+  }
+  if (quant_) {
+    // Quantized like the linear weights (it is read every token), also when tied to the embedding
+    // (which then stays bf16 for the gather): as the CPU backend and the memory estimate do.
+    TRY_ASSIGN(lm_head_, alloc_matrix(V, H, "lm_head"));
+    lm_type_ = ElemType::bf16;
+    TRY(upload_matrix(src, c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", lm_head_, 0, V, H));
+  } else if (c.tie_word_embeddings) {
+    lm_head_.data = embed_;  // shared with the embedding, so it stays bf16
     lm_type_ = ElemType::bf16;
   } else {
-    TRY_ASSIGN(lm_head_, weights(V * H, W, "lm_head"));
+    TRY_ASSIGN(lm_head_, alloc_matrix(V, H, "lm_head"));
     lm_type_ = W;
-    TRY(upload(src, "lm_head.weight", lm_head_, W, V * H));
+    TRY(upload_matrix(src, "lm_head.weight", lm_head_, 0, V, H));
   }
   TRY_ASSIGN(p, weights(H, ElemType::bf16, "the final norm"));
   final_norm_ = static_cast<bf16*>(p);
@@ -213,10 +386,10 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
                                   static_cast<std::uint16_t*>(L.post_norm_w), H, stream_);
     }
     auto base = [](void* q, std::size_t off) { return static_cast<std::uint8_t*>(q) + off; };
-    TRY_ASSIGN(L.qkv, weights((Q + 2 * KV) * H, W, "q/k/v weights"));
-    TRY(upload(src, pre + "self_attn.q_proj.weight", L.qkv, W, Q * H));
-    TRY(upload(src, pre + "self_attn.k_proj.weight", base(L.qkv, Q * H * we), W, KV * H));
-    TRY(upload(src, pre + "self_attn.v_proj.weight", base(L.qkv, (Q + KV) * H * we), W, KV * H));
+    TRY_ASSIGN(L.qkv, alloc_matrix(Q + 2 * KV, H, "q/k/v weights"));
+    TRY(upload_matrix(src, pre + "self_attn.q_proj.weight", L.qkv, 0, Q, H));
+    TRY(upload_matrix(src, pre + "self_attn.k_proj.weight", L.qkv, Q, KV, H));
+    TRY(upload_matrix(src, pre + "self_attn.v_proj.weight", L.qkv, Q + KV, KV, H));
     TRY_ASSIGN(L.qkv_bias, weights(Q + 2 * KV, W, "q/k/v biases"));
     TRY(upload(src, pre + "self_attn.q_proj.bias", L.qkv_bias, W, Q));
     TRY(upload(src, pre + "self_attn.k_proj.bias", base(L.qkv_bias, Q * we), W, KV));
@@ -227,13 +400,13 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
       kernels::launch_bf16_to_f32(static_cast<const std::uint16_t*>(L.qkv_bias), L.qkv_bias_f32, Q + 2 * KV, stream_);
     else
       kernels::launch_f16_to_f32(static_cast<const std::uint16_t*>(L.qkv_bias), L.qkv_bias_f32, Q + 2 * KV, stream_);
-    TRY_ASSIGN(L.o, weights(H * Q, W, "o_proj"));
-    TRY(upload(src, pre + "self_attn.o_proj.weight", L.o, W, H * Q));
-    TRY_ASSIGN(L.gate_up, weights(2 * FF * H, W, "gate/up weights"));
-    TRY(upload(src, pre + "mlp.gate_proj.weight", L.gate_up, W, FF * H));
-    TRY(upload(src, pre + "mlp.up_proj.weight", base(L.gate_up, FF * H * we), W, FF * H));
-    TRY_ASSIGN(L.down, weights(H * FF, W, "down_proj"));
-    TRY(upload(src, pre + "mlp.down_proj.weight", L.down, W, H * FF));
+    TRY_ASSIGN(L.o, alloc_matrix(H, Q, "o_proj"));
+    TRY(upload_matrix(src, pre + "self_attn.o_proj.weight", L.o, 0, H, Q));
+    TRY_ASSIGN(L.gate_up, alloc_matrix(2 * FF, H, "gate/up weights"));
+    TRY(upload_matrix(src, pre + "mlp.gate_proj.weight", L.gate_up, 0, FF, H));
+    TRY(upload_matrix(src, pre + "mlp.up_proj.weight", L.gate_up, FF, FF, H));
+    TRY_ASSIGN(L.down, alloc_matrix(H, FF, "down_proj"));
+    TRY(upload_matrix(src, pre + "mlp.down_proj.weight", L.down, 0, H, FF));
     const std::size_t kv_bytes = slots * KV * kernels::elem_size(kvtype_);
     TRY_ASSIGN(L.k_cache, alloc(kv_bytes, "the KV cache"));
     TRY_ASSIGN(L.v_cache, alloc(kv_bytes, "the KV cache"));
@@ -263,6 +436,9 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     stage_host_[i] = nullptr;
     release(stage_dev_[i]);
   }
+  if (quant_ && cached_.empty()) write_quant_cache(src);
+  cached_.clear();
+  placed_.clear();
   if (progress_ && !progress_(1.0)) return load_cancelled_error();
   progress_ = nullptr;
   return ensure_workspace(64, 1);
@@ -294,7 +470,7 @@ Status CudaBackend::ensure_workspace(int tokens, int rows) {
                       {&act_, T * FF},
                       {reinterpret_cast<void**>(&sel_), rows * H},
                       {reinterpret_cast<void**>(&logits_), static_cast<std::size_t>(rows) * c.vocab_size}};
-  workspace_bytes_ = decode_scratch_bytes_ + kGemmWorkspace + sample_ws_bytes_;
+  workspace_bytes_ = decode_scratch_bytes_ + kGemmWorkspace + sample_ws_bytes_ + dq_elems_ * 2;
   for (const Buf& b : bufs) {
     auto p = alloc(b.floats * sizeof(float), "activations");
     if (!p) return p.error();
@@ -308,10 +484,6 @@ Status CudaBackend::ensure_workspace(int tokens, int rows) {
 
 Result<std::unique_ptr<Backend>> load_cuda_backend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape,
                                                    const Checkpoint* ckpt, const BackendOptions& options) {
-  if (options.precision != Precision::bf16 && options.precision != Precision::fp16)
-    return make_error(ErrorCategory::unsupported_model, "backend.precision",
-                      std::string("the CUDA backend runs bf16 and fp16; ") +
-                          std::string(to_string(options.precision)) + " runs on the CPU until its GPU kernels exist");
   if (options.reference_math && options.precision != Precision::bf16)
     return make_error(ErrorCategory::bad_input, "backend.precision", "reference math runs bf16 weights only");
   WeightSource src;

@@ -37,11 +37,6 @@ double module_copy_bandwidth_gbps() {
 
 Result<std::unique_ptr<Backend>> module_create_backend(const std::filesystem::path& model_dir,
                                                        const BackendOptions& options) {
-  // The precision first: its error is the same with or without a GPU.
-  if (options.precision != Precision::bf16 && options.precision != Precision::fp16)
-    return make_error(ErrorCategory::unsupported_model, "backend.precision",
-                      std::string("the CUDA backend runs bf16 and fp16; ") +
-                          std::string(to_string(options.precision)) + " runs on the CPU until its GPU kernels exist");
   const kernels::GpuQuery q = kernels::query_gpus();
   if (q.gpus.empty()) return make_error(ErrorCategory::unsupported_model, "backend.no_gpu", q.why_none);
   auto config = load_model_config(model_dir / "config.json");

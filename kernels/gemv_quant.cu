@@ -1,0 +1,624 @@
+// Decode matrix-vector product with quantized weights (kernels/gemv_quant.cuh): the structure of
+// kernels/gemv.cu ("wave" launch of SMs x occupancy blocks of 8 warps, work dealt round-robin to
+// blocks and to their warps, each warp computing whole outputs with a shuffle reduction, x staged in
+// shared memory with the fused RMSNorm when it fits, 16-byte evict-first weight loads issued before
+// pdl_wait()), with the weights dequantized in registers.
+//
+// Work unit: a warp takes an "item" of kR weight rows: kR = 2 (rows 2t and 2t + 1, with SwiGLU gate
+// row t and up row t + F: every x value read serves two rows, half the x traffic per weight) or
+// kR = 1 (row t: as many items as rows, so the small matrices keep every warp busy). Lane l reads the
+// 16-byte vectors l, l + 32, .., l + 32 (kU - 1) of each row per step (coalesced), kU = 4 or 8 load
+// slots per row. Pipelined (kPipe), each slot is refilled with the next step's vector (or, after
+// an item's last step, the next item's first) right after it is consumed, so kR x kU loads stay in
+// flight while the warp computes, with no second register buffer; otherwise a step's loads go out
+// after the step before it is computed. The epilogue's per-row constants (row scale, bias) are
+// loaded with an item's first step, the residual at the item's start, so no load latency is left
+// at the end of an item. x: staged in shared memory up to 16 KB (4 blocks per SM, <= 64
+// registers); larger (the down projection's 74 KB) either read through L1 (4 blocks per SM) or
+// staged at 2 blocks per SM (<= 128 registers, which allows kR = 2 with kU = 8): through L1, the
+// lanes' x reads are strided (lane l reads the 64 or 128 bytes of x under its own vector) and cost
+// many L1 wavefronts per instruction, the int4 down projection's bottleneck. Knobs: QGemvTuning.
+//
+// Dequantization (fp32 accumulation; all of it exact: the only roundings are the fp32 products and
+// sums that the test's error bound counts):
+//   int8  q + 128 = byte ^ 0x80 (one LOP3 per 4 weights); PRMT puts that byte under the exponent of
+//         2^23 (float 2^23 + q + 128, exact), FADD subtracts 2^23 + 128: q. 3.25 instructions per
+//         weight with the FFMA. (I2F is a quarter-rate conversion, 16 / clock / SM on sm_90 per the
+//         CUDA guide's throughput table: slower than the ~17 int8 weights / clock / SM that the
+//         bandwidth asks for.) The row's sum is multiplied by row_scale in the epilogue.
+//   fp8   cvt.rn.f16x2.e4m3x2 (hardware, sm_89+) turns 2 weights into a half2, exact, then each half
+//         to fp32 (exact): ~2.5 instructions per weight with the FFMA. Row scale in the epilogue.
+//   int4  no conversion instruction at all: nibble k of a 32-bit word masked in place (u & 0xF << 4k,
+//         one LOP3) is the bit pattern of the fp32 value q * 2^(4k - 149), subnormal or in the first
+//         normal binade, where fp32 is linear in the bit pattern. The FFMA (inline PTX fma.rn.f32,
+//         which keeps subnormal operands whatever the compiler flags: no flush-to-zero) multiplies it
+//         by x pre-scaled by 2^(K - 4k) (in shared memory when staged, else as it is read), so
+//         every product is q x 2^(K - 149), exactly the rounded fp32 product of q and x times a
+//         power of two. Nibbles 6 and 7 come from (u >> 8) & 0xF0000 and u >> 28. 9 integer instructions per 8 weights: 2.1 per weight
+//         with the FFMA. Per 32-column vector the warp then adds s_g * dot (s_g shuffled from the
+//         lane that loaded it: one SHFL per vector for both rows, the two bf16 scales packed), and
+//         the lane that loaded group g's minimum adds m_g * sum(x over g), the sums computed once
+//         per block into shared memory; the epilogue multiplies by 2^(149 - K). K = 96 keeps
+//         |x| < 2^32 from overflowing and products of |q x| >= 2^-73 normal (below that they lose
+//         precision gradually, an absolute error under 2^-149 * 2^53 per operation).
+// Fast path: int8 / fp8 cols % 16 == 0, int4 cols % 128 == 0 (whole groups), q, x (and the norm
+// weight) 16-byte aligned; anything else takes the element-wise kernel (same math per element).
+#include <algorithm>
+#include <cstdint>
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "kernels/gemv_common.cuh"
+#include "kernels/gemv_quant.cuh"
+#include "kernels/gemv_quant_formats.cuh"
+#include "kernels/pdl.cuh"
+
+namespace cosmos::kernels {
+namespace {
+
+using gemv_common::block_inv_rms;
+using gemv_common::device_shape;
+using gemv_common::DeviceShape;
+using gemv_common::warp_sum;
+using namespace qgemv;  // QParams and the formats I8, F8, I4 (kernels/gemv_quant_formats.cuh)
+
+constexpr int kWarps = gemv_common::kBlockWarps;
+constexpr int kThreads = kWarps * 32;
+constexpr int kStageMaxBytes = 16 * 1024;  // stage x in shared memory at 4 blocks per SM up to this size (as gemv.cu)
+constexpr int kI4K = 96;                   // int4 x pre-scale exponent K (see the top comment):
+static_assert(kI4K - 149 == -53, "I4::prescale, the group sums and the epilogue use 2^96 .. 2^76, 2^-53, 2^53");
+
+// Where x lives (the kernel's kStage): read through L1; staged in shared memory (<= 16 KB, 4 blocks
+// per SM, 64 registers); staged, larger, at 2 blocks per SM (128 registers).
+constexpr int kXL1 = 0, kXSmem = 1, kXSmemBig = 2;
+template <int kStage>
+constexpr int kMinBlocks = kStage == kXSmemBig ? 2 : 4;
+
+// Lane 0's epilogue for an output of the element-wise kernel (a0, a1: gate and up with swiglu).
+template <bool kSwiglu>
+__device__ __forceinline__ void finish(const QParams& p, int r0, float a0, float a1, bool has1) {
+  if constexpr (kSwiglu) {
+    float gate = a0, up = a1;
+    if (p.bias) {
+      gate += bf16f(p.bias[r0]);
+      up += bf16f(p.bias[r0 + p.half]);
+    }
+    float v = gate / (1.0f + expf(-gate)) * up;
+    if (p.residual) v += __ldcg(p.residual + r0);
+    p.y[r0] = v;
+  } else {
+    float v0 = a0, v1 = a1;
+    if (p.bias) {
+      v0 += bf16f(p.bias[r0]);
+      if (has1) v1 += bf16f(p.bias[r0 + 1]);
+    }
+    if (p.residual) {
+      v0 += __ldcg(p.residual + r0);
+      if (has1) v1 += __ldcg(p.residual + r0 + 1);
+    }
+    p.y[r0] = v0;
+    if (has1) p.y[r0 + 1] = v1;
+  }
+}
+
+// Vector path. Shared memory: kStage != kXL1: x (normalized when kNorm, pre-scaled for int4) as
+// [kP][vecs] float4 (float4 k of vector i at k * vecs + i: a warp's 16-byte reads are consecutive,
+// no bank conflicts); then, int4, the per-group sums of x (times 2^(K - 149)) [groups].
+template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const QParams p) {
+  constexpr bool kSt = kStage != kXL1;
+  constexpr int kP = F::kCols / 4;   // float4s of x per vector
+  constexpr int kStep = 32 * kU;     // vectors per row per step
+  constexpr int kGS = F::kGroups ? kU / 4 : 1;  // int4: groups per lane per step (a step is 8 kU groups)
+  static_assert(!F::kGroups || kU % 4 == 0, "int4: a step must be whole sets of 32 groups, one per lane");
+  static_assert(!kSwiglu || kR == 2, "SwiGLU items are a gate row and its up row");
+  static_assert(kR == 1 || kR == 2, "1 or 2 rows per item");
+  extern __shared__ float4 smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int vecs = p.cols / F::kCols;
+  const int n4 = p.cols >> 2;
+  float* xsum = reinterpret_cast<float*>(smem + (kSt ? n4 : 0));
+  const int stride = gridDim.x * kWarps;
+  int t = blockIdx.x + gridDim.x * warp;
+
+  // Row r of item `it`: with kR = 2 the second one clamped to the first for an odd row count's last item.
+  auto row_of = [&](int it, int r) -> int {
+    if constexpr (kSwiglu) {
+      return it + r * p.half;
+    } else if constexpr (kR == 1) {
+      return it;
+    } else {
+      return 2 * it + r < p.rows ? 2 * it + r : p.rows - 1;
+    }
+  };
+  auto row_ptr = [&](int row) {
+    return reinterpret_cast<const uint4*>(p.q + static_cast<std::size_t>(row) * p.row_bytes);
+  };
+  uint4 w[kR][kU];
+  [[maybe_unused]] unsigned gsv[kR][kGS], gmv[kR][kGS];  // int4: scale / minimum of group s / 4 + 32 h + lane
+  // The epilogue's values of row row_of(t, lane) in lanes < kR: its bias bits in a register; its
+  // scale (int8 / fp8) and residual copied into shared memory with cp.async, which holds no
+  // register while the loads are in flight.
+  __shared__ float epi[kWarps][2][2];  // [warp][lane][scale, residual]
+  unsigned ebias = 0u;
+  auto copy4 = [&](float* dst, const float* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+                 "l"(src)
+                 : "memory");
+#else
+    *dst = *src;
+#endif
+  };
+  auto load_w = [&](const uint4* rp, int r, int s, int u) {
+    const int i = s + lane + 32 * u;
+    w[r][u] = i < vecs ? __ldcs(rp + i) : make_uint4(0u, 0u, 0u, 0u);  // streamed once: evict-first
+  };
+  auto load_groups = [&](int it, int s) {
+    if constexpr (F::kGroups) {
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const std::size_t base = static_cast<std::size_t>(row_of(it, r)) * p.groups;
+#pragma unroll
+        for (int h = 0; h < kGS; ++h) {
+          const int g = (s >> 2) + 32 * h + lane;
+          gsv[r][h] = g < p.groups ? __ldcs(p.gs + base + g) : 0u;
+          gmv[r][h] = g < p.groups ? __ldcs(p.gm + base + g) : 0u;
+        }
+      }
+    }
+  };
+  auto load_step = [&](int it, int s) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const uint4* rp = row_ptr(row_of(it, r));
+#pragma unroll
+      for (int u = 0; u < kU; ++u) load_w(rp, r, s, u);
+    }
+    load_groups(it, s);
+  };
+  // The epilogue's immutable per-row values: item t's, loaded with its first step (the first item)
+  // or when it starts (the next ones), so their latency overlaps the item's.
+  auto load_epi = [&](int it) {
+    if (lane < kR) {
+      const int row = row_of(it, lane);
+      if constexpr (!F::kGroups) copy4(&epi[warp][lane][0], p.row_scale + row);
+      if (p.bias) ebias = __ldg(p.bias + row);  // (a 4-byte copy could read past the end)
+    }
+  };
+
+  // Weights are immutable: the first step's loads go out before waiting on the previous kernel, and
+  // the norm weight is fetched into L1.
+  if (t < p.items) {
+    load_step(t, 0);
+    load_epi(t);
+  }
+  if constexpr (kNorm) {
+    const char* gb = reinterpret_cast<const char*>(p.g);
+    for (int off = threadIdx.x * 128; off < 2 * p.cols; off += kThreads * 128)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(gb + off));
+  }
+  pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
+  pdl_launch_dependents();
+
+  // Prologue: the norm's 1 / rms, staging x, int4's group sums; x read in batches of kB float4s per
+  // thread so the loads overlap (74 KB of x is 18.5 float4s per thread).
+  constexpr int kB = kStage == kXSmemBig ? 4 : 1;
+  const float4* x4 = reinterpret_cast<const float4*>(p.x);
+  const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
+  auto stage_at = [&](int f) -> float4& { return smem[(f % kP) * vecs + f / kP]; };
+  float inv = 1.0f;
+  if constexpr (kNorm || kSt) {
+    float ss = 0.0f;
+    for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kThreads) {
+      float4 v[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int f = f0 + b * kThreads;
+        if (f < n4) v[b] = kSt ? __ldcg(x4 + f) : x4[f];  // staged: read once, keep it out of L1
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int f = f0 + b * kThreads;
+        if (f < n4) {
+          if constexpr (kNorm) ss += v[b].x * v[b].x + v[b].y * v[b].y + v[b].z * v[b].z + v[b].w * v[b].w;
+          if constexpr (kSt) stage_at(f) = v[b];
+        }
+      }
+    }
+    if constexpr (kNorm) inv = block_inv_rms(ss, p.cols, p.eps);
+  }
+  auto norm4 = [&](float4 v, int f) {
+    const uint2 gb = __ldg(g4 + f);
+    return make_float4(bf16f(gb.x & 0xFFFFu) * (v.x * inv), bf16f(gb.x >> 16) * (v.y * inv),
+                       bf16f(gb.y & 0xFFFFu) * (v.z * inv), bf16f(gb.y >> 16) * (v.w * inv));
+  };
+  if constexpr ((kNorm && kSt) || F::kGroups) {
+    // Each thread finalizes the elements it staged itself (no barrier needed); with int4 a warp
+    // holds one whole group per pass (n4 is a multiple of 32 and each pass covers 256 float4s).
+    for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kThreads) {
+      float4 v[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int f = f0 + b * kThreads;
+        if (f < n4) v[b] = kSt ? stage_at(f) : x4[f];
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int f = f0 + b * kThreads;
+        if (f < n4) {  // warp-uniform with int4
+          float4 x = v[b];
+          if constexpr (kNorm) x = norm4(x, f);
+          if constexpr (F::kGroups) {
+            const float sum = warp_sum(((x.x + x.y) + x.z) + x.w);
+            if (lane == 0) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
+            if constexpr (kSt) stage_at(f) = F::prescale(x, f & 1);
+          } else if constexpr (kSt) {
+            stage_at(f) = x;
+          }
+        }
+      }
+    }
+  }
+  if constexpr (kSt || F::kGroups) __syncthreads();
+
+  // x values for word j of vector i (F::kXW float4s).
+  auto xword = [&](int i, int j, float4* xw) {
+#pragma unroll
+    for (int h = 0; h < F::kXW; ++h) {
+      const int k = F::kXW * j + h;
+      if constexpr (kSt) {
+        xw[h] = smem[k * vecs + i];
+      } else {
+        const int f = kP * i + k;
+        float4 v = x4[f];
+        if constexpr (kNorm) v = norm4(v, f);
+        if constexpr (F::kGroups) v = F::prescale(v, h == 1);
+        xw[h] = v;
+      }
+    }
+  };
+
+  for (; t < p.items;) {
+    // Output of lane r < kR: swiglu: t (lane 0); else row kR t + r (clamped to a valid row).
+    if (lane < (kSwiglu ? 1 : kR) && p.residual) copy4(&epi[warp][lane][1], p.residual + (kSwiglu ? t : row_of(t, lane)));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (p.l2_next && lane == 0 && t + stride < p.items) {
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const std::uint8_t* row = p.q + static_cast<std::size_t>(row_of(t + stride, r)) * p.row_bytes;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(static_cast<unsigned>(p.row_bytes))
+                     : "memory");  // row_bytes: a multiple of 16 on the vector path
+      }
+    }
+#endif
+    float acc[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+    for (int s = 0;;) {
+      // The next load position: this item's next step or the next item's first.
+      const bool last = s + kStep >= vecs;
+      const int ns = last ? 0 : s + kStep;
+      const int nt = last ? t + stride : t;
+      const bool more = nt < p.items;
+      [[maybe_unused]] unsigned sp[kGS];  // int4: the rows' scales of group s / 4 + 32 h + lane (packed)
+      if constexpr (F::kGroups) {
+#pragma unroll
+        for (int h = 0; h < kGS; ++h) {
+          sp[h] = kR == 2 ? __byte_perm(gsv[0][h], gsv[kR - 1][h], 0x5410) : gsv[0][h];
+          if ((s >> 2) + 32 * h + lane < p.groups) {
+            const float xs = xsum[(s >> 2) + 32 * h + lane];
+#pragma unroll
+            for (int r = 0; r < kR; ++r) acc[r] = fmaf(bf16f(gmv[r][h]), xs, acc[r]);
+          }
+        }
+        if constexpr (kPipe) {
+          if (more) load_groups(nt, ns);
+        }
+      }
+      [[maybe_unused]] const int nit = more ? nt : t;  // the item of the refills
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int i = s + lane + 32 * u;
+        [[maybe_unused]] unsigned su = 0;
+        if constexpr (F::kGroups) su = __shfl_sync(0xffffffffu, sp[u / 4], (lane >> 2) + 8 * (u % 4));  // group of vector i
+        if (i < vecs) {
+          float d[kR];
+#pragma unroll
+          for (int r = 0; r < kR; ++r) d[r] = 0.0f;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float4 xw[F::kXW];
+            xword(i, j, xw);
+#pragma unroll
+            for (int r = 0; r < kR; ++r) d[r] = F::dot_word(word(w[r][u], j), xw, d[r]);
+          }
+          if constexpr (F::kGroups) {
+            acc[0] = fmaf(__uint_as_float(su << 16), d[0], acc[0]);
+            if constexpr (kR == 2) acc[1] = fmaf(__uint_as_float(su & 0xFFFF0000u), d[1], acc[1]);
+          } else {
+#pragma unroll
+            for (int r = 0; r < kR; ++r) acc[r] += d[r];
+          }
+        }
+        if constexpr (kPipe) {
+          if (more) {
+#pragma unroll
+            for (int r = 0; r < kR; ++r) load_w(row_ptr(row_of(nit, r)), r, ns, u);
+          }
+        }
+      }
+      if (last) {
+        if constexpr (!kPipe) {
+          if (more) load_step(nt, 0);  // next item's first step, before the reduction
+        }
+        break;
+      }
+      if constexpr (!kPipe) load_step(t, ns);
+      s = ns;
+    }
+    // Every lane gets the sums; lane r < kR finishes row r: scale, bias, then (swiglu, lane 0, with
+    // the up row's value from lane 1) the activation, the residual.
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
+    float v = kR == 2 && lane == 1 ? acc[kR - 1] : acc[0];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's copies of epi
+#endif
+    if constexpr (F::kGroups) {
+      v *= 0x1p53f;  // 2^(149 - K)
+    } else {
+      if (lane < kR) v *= epi[warp][lane][0];
+    }
+    if (p.bias) v += bf16f(ebias);
+    if constexpr (kSwiglu) {
+      const float up = __shfl_down_sync(0xffffffffu, v, 1);
+      if (lane == 0) {
+        v = v / (1.0f + expf(-v)) * up;
+        if (p.residual) v += epi[warp][0][1];
+        p.y[t] = v;
+      }
+    } else {
+      const int row = kR * t + lane;
+      if (lane < kR && row < p.rows) {
+        if (p.residual) v += epi[warp][lane][1];
+        p.y[row] = v;
+      }
+    }
+    t += stride;
+    if (t < p.items) load_epi(t);  // the next item's, now that this one's are used
+  }
+}
+
+// Any shape and alignment: one output per warp, one element per lane per step, each weight
+// dequantized on its own (int8 / fp8: q, the row scale applied to the sum; int4: q s + m).
+template <typename F, bool kNorm, bool kSwiglu>
+__global__ void __launch_bounds__(kThreads) gemv_q_scalar(const QParams p) {
+  constexpr int kR = kSwiglu ? 2 : 1;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  pdl_wait();
+  pdl_launch_dependents();
+  float inv = 1.0f;
+  if constexpr (kNorm) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < p.cols; i += kThreads) {
+      const float v = p.x[i];
+      ss += v * v;
+    }
+    inv = block_inv_rms(ss, p.cols, p.eps);
+  }
+  for (int o = blockIdx.x + gridDim.x * warp; o < p.outs; o += gridDim.x * kWarps) {
+    float acc[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+#pragma unroll 4
+    for (int c = lane; c < p.cols; c += 32) {
+      float xv = p.x[c];
+      if constexpr (kNorm) xv = bf16f(p.g[c]) * (xv * inv);
+#pragma unroll
+      for (int r = 0; r < kR; ++r) acc[r] = fmaf(F::elem(p, o + r * p.half, c), xv, acc[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
+    if (lane == 0) {
+      if constexpr (!F::kGroups) {
+#pragma unroll
+        for (int r = 0; r < kR; ++r) acc[r] *= p.row_scale[o + r * p.half];
+      }
+      finish<kSwiglu>(p, o, acc[0], acc[kR - 1], false);
+    }
+  }
+}
+
+using KernelFn = void (*)(QParams);
+
+// The instantiated variants: SwiGLU kR = 2, kU = 4 (kR x kU x 4 registers of weights: 8 slots fit
+// 64 registers, 16 do not), x in shared memory or through L1; otherwise kR x kU in {2 x 4, 1 x 4,
+// 1 x 8}, plus 2 x 8 with the big staging (128 registers).
+template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU>
+KernelFn pick_pipe(bool pipe) {
+  return pipe ? gemv_q_vec<F, kNorm, kSwiglu, kStage, kR, kU, true> : gemv_q_vec<F, kNorm, kSwiglu, kStage, kR, kU, false>;
+}
+
+template <typename F, bool kNorm, bool kSwiglu, int kStage>
+KernelFn pick_shape(int rows, int loads, bool pipe) {
+  if constexpr (kSwiglu) {
+    return pick_pipe<F, kNorm, true, kStage, 2, 4>(pipe);
+  } else {
+    if (rows == 2) {
+      if constexpr (kStage == kXSmemBig) {
+        if (loads == 8) return pick_pipe<F, kNorm, false, kStage, 2, 8>(pipe);
+      }
+      return pick_pipe<F, kNorm, false, kStage, 2, 4>(pipe);
+    }
+    if constexpr (kStage != kXL1) {
+      if (loads == 8) return pick_pipe<F, kNorm, false, kStage, 1, 8>(pipe);
+    }
+    return pick_pipe<F, kNorm, false, kStage, 1, 4>(pipe);
+  }
+}
+
+template <typename F, bool kNorm, bool kSwiglu>
+KernelFn pick(bool vec, int stage, int rows, int loads, bool pipe) {
+  if (!vec) return gemv_q_scalar<F, kNorm, kSwiglu>;
+  if (stage == kXSmem) return pick_shape<F, kNorm, kSwiglu, kXSmem>(rows, loads, pipe);
+  if constexpr (!kSwiglu) {
+    if (stage == kXSmemBig) return pick_shape<F, kNorm, kSwiglu, kXSmemBig>(rows, loads, pipe);
+  }
+  return pick_shape<F, kNorm, kSwiglu, kXL1>(rows, loads, pipe);
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+constexpr std::size_t kStaticSmem = 256;  // gemv_q_vec's static shared memory (epi, block_inv_rms), rounded up
+
+QGemvTuning g_tuning;
+
+// A launch, fully resolved.
+struct Plan {
+  QGemvTuning knobs;  // as gemv_quant_plan reports them
+  KernelFn kernel = nullptr;
+  std::size_t smem = 0;
+  int blocks = 0;
+  int items = 0;
+};
+
+template <typename F>
+Plan plan_fmt(const QGemvArgs& a) {
+  Plan pl;
+  const bool norm = a.norm_weight != nullptr;
+  const int outs = a.swiglu ? a.rows / 2 : a.rows;
+  const DeviceShape dev = device_shape();
+  const bool vec = a.cols % F::kAlign == 0 && aligned16(a.w.q) && aligned16(a.x) && (!norm || aligned16(a.norm_weight));
+  const std::size_t x_bytes = static_cast<std::size_t>(a.cols) * sizeof(float);
+  const std::size_t sum_bytes = F::kGroups ? static_cast<std::size_t>(quant_groups(a.cols)) * sizeof(float) : 0;
+  const int vecs = a.cols / F::kCols;
+
+  int stage = kXL1;
+  if (vec && x_bytes <= std::min<std::size_t>(kStageMaxBytes, dev.smem_optin)) {
+    stage = kXSmem;
+  } else if (vec && !a.swiglu && g_tuning.stage_x != 0 &&
+             x_bytes + sum_bytes + kStaticSmem <= static_cast<std::size_t>(dev.smem_optin)) {
+    // Two blocks must fit on an SM (each also takes its static shared memory, epi, and the reserved
+    // shared memory per block).
+    int device = 0, per_sm = 0, reserved = 0;
+    cudaGetDevice(&device);
+    if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess) per_sm = 0;
+    if (cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess) reserved = 0;
+    if (2 * (x_bytes + sum_bytes + kStaticSmem + static_cast<std::size_t>(reserved)) <= static_cast<std::size_t>(per_sm))
+      stage = kXSmemBig;
+  }
+  const long long warps = static_cast<long long>(dev.sms) * (stage == kXSmemBig ? 2 : 4) * kWarps;  // nominal, one wave
+
+  // Rows per item: SwiGLU pairs gate and up. Otherwise 1 when that takes fewer rounds of items over
+  // the wave's warps (the small matrices: every warp busy instead of half), or as many with a last
+  // round of at most a quarter of the warps (q/k/v: 4608 rows on 4224 warps, the rest prefetched by
+  // l2_next); else 2 (half the x reads per weight: lm_head, and the down projection at 2 blocks per
+  // SM, where 3584 rows are 1792 items on 2112 warps).
+  // Measured (bench_gemv_quant --sweep, H200, docs/PERFORMANCE.md): int4 is fastest at 2 rows on
+  // every shape (its x reads per weight dominate), int8 / fp8 at 1 on q/k/v and o.
+  int rows = 2;
+  if (!a.swiglu) {
+    if (g_tuning.rows_per_item == 1 || g_tuning.rows_per_item == 2) {
+      rows = g_tuning.rows_per_item;
+    } else if (!F::kGroups) {
+      const long long r1 = (a.rows + warps - 1) / warps, r2 = ((a.rows + 1) / 2 + warps - 1) / warps;
+      const long long tail = a.rows - (r1 - 1) * warps;
+      rows = (r1 < 2 * r2 || (r1 == 2 * r2 && 4 * tail <= warps)) ? 1 : 2;
+    }
+  }
+  // Loads per row per step: 8 slots (32 registers) of weights, 16 at 2 blocks per SM; 4 when a row
+  // is one step of 4 anyway.
+  // Measured: 8 loads and the pipelined refill pay off only for the int8 / fp8 down projection (x
+  // staged at 2 blocks per SM: 31.5 -> 20.8 us); elsewhere they cost 3-16% (gate/up 37.7 -> 43.6 us,
+  // lm_head 133 -> 155 us with the pipeline on).
+  const bool big = stage == kXSmemBig && !F::kGroups;
+  int loads = g_tuning.loads == 4 || g_tuning.loads == 8 ? g_tuning.loads : (big ? 8 : 4);
+  if (a.swiglu || (rows == 2 && stage != kXSmemBig) || vecs <= 32 * 4) loads = 4;
+  const bool pipe = g_tuning.pipeline >= 0 ? g_tuning.pipeline != 0 : big;
+
+  if (norm) {
+    pl.kernel = a.swiglu ? pick<F, true, true>(vec, stage, rows, loads, pipe) : pick<F, true, false>(vec, stage, rows, loads, pipe);
+  } else {
+    pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
+  }
+  pl.smem = (vec && stage != kXL1 ? x_bytes : 0) + (vec ? sum_bytes : 0);
+  if (pl.smem > 48 * 1024)
+    cudaFuncSetAttribute(pl.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem));
+  pl.items = vec ? (a.swiglu ? outs : (rows == 1 ? a.rows : (a.rows + 1) / 2)) : outs;
+
+  // One wave: every SM gets the same number of blocks, the items dealt round-robin (as gemv.cu).
+  int occ = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, pl.kernel, kThreads, pl.smem) != cudaSuccess || occ <= 0) occ = 1;
+  pl.blocks = static_cast<int>(
+      std::min<long long>(static_cast<long long>(dev.sms) * occ, (static_cast<long long>(pl.items) + kWarps - 1) / kWarps));
+  // l2_next: when some warps have a second item and most do not (as gemv.cu).
+  const long long launched = static_cast<long long>(pl.blocks) * kWarps;
+  const bool l2 = g_tuning.l2_next >= 0 ? g_tuning.l2_next != 0 : (pl.items > launched && pl.items <= 2 * launched);
+  if (vec) pl.knobs = QGemvTuning{rows, loads, pipe ? 1 : 0, l2 ? 1 : 0, stage == kXSmemBig ? 1 : 0};
+  else pl.knobs = QGemvTuning{0, 0, 0, 0, 0};
+  return pl;
+}
+
+template <typename F>
+std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
+  const Plan pl = plan_fmt<F>(a);
+  const int outs = a.swiglu ? a.rows / 2 : a.rows;
+  const bool norm = a.norm_weight != nullptr;
+  const int groups = static_cast<int>(quant_groups(a.cols));
+  QParams p{};
+  p.q = a.w.q;
+  p.row_scale = a.w.row_scale;
+  p.gs = a.w.group_scale;
+  p.gm = a.w.group_min;
+  p.x = a.x;
+  p.bias = reinterpret_cast<const std::uint16_t*>(a.bias);
+  p.residual = a.residual;
+  p.y = a.y;
+  p.g = reinterpret_cast<const std::uint16_t*>(a.norm_weight);
+  p.eps = a.norm_eps;
+  p.rows = a.rows;
+  p.cols = a.cols;
+  p.outs = outs;
+  p.items = pl.items;
+  p.half = a.swiglu ? outs : 0;
+  p.row_bytes = static_cast<int>(quant_row_bytes(a.w.kind, a.cols));
+  p.groups = groups;
+  p.l2_next = pl.knobs.l2_next;
+  (void)launch_pdl(pl.kernel, dim3(static_cast<unsigned>(pl.blocks)), dim3(kThreads), pl.smem, stream, p);
+
+  const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
+                    n = static_cast<std::size_t>(outs);
+  const std::size_t scales = F::kGroups ? r * static_cast<std::size_t>(groups) * 4 : r * 4;
+  return r * static_cast<std::size_t>(p.row_bytes) + scales + c * 4 + (norm ? c * 2 : 0) + (a.bias ? r * 2 : 0) +
+         (a.residual ? n * 4 : 0) + n * 4;
+}
+
+}  // namespace
+
+void set_gemv_quant_tuning(const QGemvTuning& tuning) { g_tuning = tuning; }
+
+QGemvTuning gemv_quant_plan(const QGemvArgs& a) {
+  if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return QGemvTuning{0, 0, 0, 0, 0};
+  switch (a.w.kind) {
+    case QuantKind::int8_row: return plan_fmt<I8>(a).knobs;
+    case QuantKind::fp8_row: return plan_fmt<F8>(a).knobs;
+    case QuantKind::int4_group: return plan_fmt<I4>(a).knobs;
+  }
+  return QGemvTuning{0, 0, 0, 0, 0};
+}
+
+std::size_t launch_gemv_quant(const QGemvArgs& a, cudaStream_t stream) {
+  if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return 0;
+  switch (a.w.kind) {
+    case QuantKind::int8_row: return launch_fmt<I8>(a, stream);
+    case QuantKind::fp8_row: return launch_fmt<F8>(a, stream);
+    case QuantKind::int4_group: return launch_fmt<I4>(a, stream);
+  }
+  return 0;
+}
+
+}  // namespace cosmos::kernels

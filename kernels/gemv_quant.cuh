@@ -1,0 +1,63 @@
+// Matrix-vector product for batch-1 decode with quantized weights (kernels/quant_format.cuh),
+// dequantized in registers: y = W x (+ bias) (+ residual), x and y fp32, with the same two fusions
+// as kernels/gemv.cuh (RMSNorm prologue with a bf16 norm weight; SwiGLU epilogue over [2F, cols]
+// gate-then-up rows) and the same PDL contract (weights and scales are read before pdl_wait()).
+// Accumulation is fp32; the per-row scale of int8 / fp8 is applied once to the row's sum, int4's
+// per-group scale and minimum per group (sum_g s_g * (q . x)_g + m_g * sum(x)_g).
+#pragma once
+
+#include <cstddef>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/quant_format.cuh"
+
+namespace cosmos::kernels {
+
+struct QGemvArgs {
+  QuantMatrix w;                          // [rows, cols]
+  const float* x = nullptr;               // [cols] fp32
+  const __nv_bfloat16* bias = nullptr;    // [rows] or null (with swiglu: added to gate and up)
+  const float* residual = nullptr;        // [outputs] or null; may alias y
+  float* y = nullptr;                     // [outputs]: rows, or rows / 2 with swiglu
+  int rows = 0;
+  int cols = 0;
+  const __nv_bfloat16* norm_weight = nullptr;  // [cols] or null: x is RMS-normalized and scaled first
+  float norm_eps = 1e-6f;
+  bool swiglu = false;
+};
+
+// Enqueues through launch_pdl. Returns the bytes moved (q, scales, x, norm weight, bias, residual,
+// y); 0 with nothing launched for an empty problem or swiglu with odd rows. Any shape and alignment
+// works; the fast path needs full-width aligned rows (see gemv_quant.cu).
+std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
+
+// Launch knobs, for the benchmark and tests only (process-wide, not synchronized with concurrent
+// launches, like set_gemv_tuning). -1 / 0 = automatic (see launch_fmt in gemv_quant.cu); a knob that
+// does not apply to a shape is ignored (SwiGLU always takes 2 rows per item, 4 loads; rows = 2 with
+// 8 loads needs stage_x; a row of at most 128 vectors takes 4 loads).
+//   rows_per_item: weight rows per warp item, 1 or 2 (the non-SwiGLU matrices);
+//   loads:         16-byte loads per row per step and lane, 4 or 8;
+//   pipeline:      1: each load slot is refilled with the next step's (or the next item's) vector as
+//                  soon as it is consumed, so the loads of step s + 1 are in flight while step s is
+//                  computed; 0: step s + 1 is loaded after step s is computed;
+//   l2_next:       1: prefetch the next item's rows into L2 (cp.async.bulk.prefetch.L2) at the start
+//                  of each item;
+//   stage_x:       x larger than 16 KB (the down projection's 74 KB): 1: staged in shared memory, 2
+//                  blocks per SM; 0: read through L1, 4 blocks per SM. Not used with SwiGLU.
+struct QGemvTuning {
+  int rows_per_item = 0;  // 0 auto, 1 or 2
+  int loads = 0;          // 0 auto, 4 or 8
+  int pipeline = -1;      // -1 auto, 0 / 1
+  int l2_next = -1;       // -1 auto, 0 / 1
+  int stage_x = -1;       // -1 auto, 0 / 1
+};
+void set_gemv_quant_tuning(const QGemvTuning& tuning);
+
+// The knobs launch_gemv_quant would use for `args` on the current device under the current tuning,
+// all resolved (stage_x: 1 when x is staged at 2 blocks per SM, else 0); rows_per_item 0 for the
+// element-wise path or an empty problem. For the benchmark's sweep (duplicate plans) and tests.
+QGemvTuning gemv_quant_plan(const QGemvArgs& args);
+
+}  // namespace cosmos::kernels

@@ -1,0 +1,119 @@
+// kernels/gemv_quant.cu's kernel parameters and its three weight formats (how a 16-byte vector of
+// int8, fp8 or int4 weights meets its x values); see the top comment of gemv_quant.cu for the
+// arithmetic. Included by gemv_quant.cu only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "kernels/quant_format.cuh"
+
+namespace cosmos::kernels::qgemv {
+
+struct QParams {
+  const std::uint8_t* q;
+  const float* row_scale;
+  const std::uint16_t* gs;  // int4 group scales, bf16 bits
+  const std::uint16_t* gm;  // int4 group minimums
+  const float* x;
+  const std::uint16_t* bias;  // bf16 bits
+  const float* residual;      // may alias y: not restrict
+  float* y;
+  const std::uint16_t* g;  // norm weight, bf16 bits
+  float eps;
+  int rows, cols, outs;
+  int items;      // vector path: warp items; element-wise path: outputs
+  int half;       // swiglu: F (row offset of the up rows); else 0
+  int row_bytes;  // bytes of q per row
+  int groups;     // int4 groups per row
+  int l2_next;    // vector path: prefetch the next item's rows into L2
+};
+
+__device__ __forceinline__ float bf16f(unsigned bits) { return __uint_as_float(bits << 16); }
+
+// d = a * b + c, round to nearest, subnormal operands kept (no .ftz whatever the flags say).
+__device__ __forceinline__ float fma_sub(float a, float b, float c) {
+  float d;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+  return d;
+}
+
+__device__ __forceinline__ unsigned word(const uint4& v, int j) {
+  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+// Formats. kCols: columns per 16-byte vector; kXW: float4s of x per 32-bit word; dot_word(): the
+// products of one 32-bit word (columns 4j.. or 8j..) with their x values, added to d.
+struct I8 {
+  static constexpr int kCols = 16, kXW = 1, kAlign = 16;
+  static constexpr bool kGroups = false;
+  __device__ static float dot_word(unsigned u, const float4* xw, float d) {
+    const unsigned t = u ^ 0x80808080u;  // each byte: q + 128
+    constexpr float kMagic = 8388736.0f;  // 2^23 + 128
+    const float4 a = xw[0];
+    d = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7440)) - kMagic, a.x, d);
+    d = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7441)) - kMagic, a.y, d);
+    d = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7442)) - kMagic, a.z, d);
+    d = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7443)) - kMagic, a.w, d);
+    return d;
+  }
+  __device__ static float elem(const QParams& p, int row, int c) {
+    return static_cast<float>(static_cast<signed char>(p.q[static_cast<std::size_t>(row) * p.row_bytes + c]));
+  }
+};
+
+struct F8 {
+  static constexpr int kCols = 16, kXW = 1, kAlign = 16;
+  static constexpr bool kGroups = false;
+  __device__ static float2 pair(unsigned bits16) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(bits16), __NV_E4M3);
+    return __half22float2(__half2(h));
+  }
+  __device__ static float dot_word(unsigned u, const float4* xw, float d) {
+    const float2 lo = pair(u & 0xFFFFu), hi = pair(u >> 16);
+    const float4 a = xw[0];
+    d = fmaf(lo.x, a.x, d);
+    d = fmaf(lo.y, a.y, d);
+    d = fmaf(hi.x, a.z, d);
+    d = fmaf(hi.y, a.w, d);
+    return d;
+  }
+  __device__ static float elem(const QParams& p, int row, int c) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(p.q[static_cast<std::size_t>(row) * p.row_bytes + c], __NV_E4M3);
+    return __half2float(__half(h));
+  }
+};
+
+struct I4 {
+  static constexpr int kCols = 32, kXW = 2, kAlign = 128;
+  static constexpr bool kGroups = true;
+  // The pre-scale of x at column position k = column % 8: 2^(K - e(k)) with e = 0, 4, .., 20, 16, 0
+  // (nibble 6 is taken at bits 16-19 of u >> 8, nibble 7 at bits 0-3 of u >> 28).
+  __device__ static float4 prescale(float4 v, bool upper) {
+    if (!upper) return make_float4(v.x * 0x1p96f, v.y * 0x1p92f, v.z * 0x1p88f, v.w * 0x1p84f);
+    return make_float4(v.x * 0x1p80f, v.y * 0x1p76f, v.z * 0x1p80f, v.w * 0x1p96f);
+  }
+  __device__ static float dot_word(unsigned u, const float4* xw, float d) {
+    const float4 a = xw[0], b = xw[1];
+    d = fma_sub(__uint_as_float(u & 0x0000000Fu), a.x, d);
+    d = fma_sub(__uint_as_float(u & 0x000000F0u), a.y, d);
+    d = fma_sub(__uint_as_float(u & 0x00000F00u), a.z, d);
+    d = fma_sub(__uint_as_float(u & 0x0000F000u), a.w, d);
+    d = fma_sub(__uint_as_float(u & 0x000F0000u), b.x, d);
+    d = fma_sub(__uint_as_float(u & 0x00F00000u), b.y, d);
+    d = fma_sub(__uint_as_float((u >> 8) & 0x000F0000u), b.z, d);
+    d = fma_sub(__uint_as_float(u >> 28), b.w, d);
+    return d;
+  }
+  // Element-wise: the dequantized weight q s + m.
+  __device__ static float elem(const QParams& p, int row, int c) {
+    const unsigned b = p.q[static_cast<std::size_t>(row) * p.row_bytes + (c >> 1)];
+    const std::size_t k = static_cast<std::size_t>(row) * p.groups + c / kQuantGroup;
+    return fmaf(static_cast<float>((c & 1) ? b >> 4 : b & 0xFu), bf16f(p.gs[k]), bf16f(p.gm[k]));
+  }
+};
+
+}  // namespace cosmos::kernels::qgemv
