@@ -128,10 +128,14 @@ int run_generate(const GenerateArgs& a) {
                                 {"stop_reason", to_string(s.stop)},
                                 {"device", model->backend->device_name()},
                                 {"precision", to_string(model->backend->precision())}};
+  const BackendMemory mem = model->backend->memory();
+  const nlohmann::json memory = {{"weights", mem.weights},     {"kv_cache", mem.kv_cache}, {"workspace", mem.workspace},
+                                 {"host", mem.host},           {"on_gpu", mem.on_gpu}};
   if (a.json) {
     const nlohmann::json out = {{"text", result->text},         {"reasoning", parser.reasoning()},
                                 {"answer", parser.answer()},      {"token_ids", result->token_ids},
-                                {"prompt_ids", prompt},           {"stats", stats}};
+                                {"prompt_ids", prompt},           {"stats", stats},
+                                {"memory", memory}};
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "\n";
