@@ -109,6 +109,12 @@ __device__ __forceinline__ void finish(const Params<typename Ops::T>& p, int o, 
   p.y[o] = v;
 }
 
+// Float4s per half of staged x: vecs, padded so the staging writes (thread i writes float4 i to half
+// i & 1, slot i >> 1; 8 threads per 128-byte wavefront) hit 8 different 4-bank groups: with ps % 8
+// == 4 the second half starts 16 banks after the first (unpadded, 448 for the hidden size, both
+// start on bank 0: a 2-way conflict).
+__host__ __device__ constexpr int staged_half(int vecs) { return vecs + ((4 - vecs % 8) + 8) % 8; }
+
 // Vector path: cols % 8 == 0, w / x / g 16-byte aligned. Each warp computes whole outputs: lane l
 // reads the 16-byte weight vectors l, l + 32, ... of its row(s), kU of them per step, and the
 // matching 8 x values. kStage: x (normalized when kNorm) is first copied into shared memory, split
@@ -119,10 +125,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>
   constexpr int kR = kSwiglu ? 2 : 1;          // weight rows per output
   constexpr int kU = kLoads<kStage, kSwiglu>;  // 16-byte loads per row per step
   constexpr int kStep = 32 * kU;               // 16-byte vectors per row per step
-  extern __shared__ float4 xs[];               // kStage: [2 * vecs]
+  extern __shared__ float4 xs[];               // kStage: [2][ps] (ps = staged_half(vecs) >= vecs)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int vecs = p.cols >> 3;
+  const int ps = staged_half(vecs);
   // Outputs are dealt to blocks round-robin (block b gets b, b + grid, ...: equal counts within 1)
   // and, within a block, to its warps in turn.
   const int stride = gridDim.x * kWarps;
@@ -155,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>
     for (int i = threadIdx.x; i < n4; i += kThreads) {
       const float4 v = kStage ? __ldcg(x4 + i) : x4[i];  // staged: read once, keep it out of L1
       if constexpr (kNorm) ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      if constexpr (kStage) xs[(i & 1) * vecs + (i >> 1)] = v;
+      if constexpr (kStage) xs[(i & 1) * ps + (i >> 1)] = v;
     }
     if constexpr (kNorm) {
       inv = block_inv_rms(ss, p.cols, p.eps);
@@ -163,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>
         // Each thread rescales the elements it staged itself: no barrier needed in between.
         const uint2* g2 = reinterpret_cast<const uint2*>(p.g);
         for (int i = threadIdx.x; i < n4; i += kThreads) {
-          float4& v = xs[(i & 1) * vecs + (i >> 1)];
+          float4& v = xs[(i & 1) * ps + (i >> 1)];
           const uint2 gb = __ldg(g2 + i);
           const float2 g0 = Ops::pair(gb.x), g1 = Ops::pair(gb.y);
           v = make_float4(g0.x * (v.x * inv), g0.y * (v.y * inv), g1.x * (v.z * inv), g1.y * (v.w * inv));
@@ -177,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>
   auto xval = [&](int i, float4& a, float4& b) {
     if constexpr (kStage) {
       a = xs[i];
-      b = xs[vecs + i];
+      b = xs[ps + i];
     } else {
       a = x4[2 * i];
       b = x4[2 * i + 1];
@@ -306,7 +313,7 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
                                                              : static_cast<std::size_t>(kStageMaxBytes);
   const bool stage = vec && wave && stage_bytes <= std::min(stage_max, static_cast<std::size_t>(dev.smem_optin)) &&
                      (norm || g_tuning.stage_plain != 0);
-  const std::size_t smem = stage ? stage_bytes : 0;
+  const std::size_t smem = stage ? static_cast<std::size_t>(2 * staged_half(a.cols / 8)) * 16 : 0;
 
   KernelFn<T> kernel = nullptr;
   if (norm) {

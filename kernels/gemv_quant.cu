@@ -103,8 +103,16 @@ __device__ __forceinline__ void finish(const QParams& p, int r0, float a0, float
 }
 
 // Vector path. Shared memory: kStage != kXL1: x (normalized when kNorm, pre-scaled for int4) as
-// [kP][vecs] float4 (float4 k of vector i at k * vecs + i: a warp's 16-byte reads are consecutive,
-// no bank conflicts); then, int4, the per-group sums of x (times 2^(K - 149)) [groups].
+// [kP][ps] float4 (float4 k of vector i at k * ps + i: a warp's 16-byte reads are consecutive, no
+// bank conflicts), ps = staged_plane(vecs, kP) >= vecs; then, int4, the per-group sums of x (times
+// 2^(K - 149)) [groups].
+// Float4s per plane of staged x: vecs, padded so that the staging writes (thread f writes float4 f
+// of x to plane f % kP, slot f / kP; 8 threads per 128-byte wavefront) hit 8 different 4-bank
+// groups: with (ps % 8) * kP == 8 the planes start 32 / kP banks apart. Unpadded (ps = vecs = 224
+// for int8, a multiple of 8) every plane starts on bank 0: 2-way (int8 / fp8) and 8-way (int4)
+// conflicts, which ncu counted as 35-42% excess shared-memory wavefronts.
+__host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
+
 template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const QParams p) {
   constexpr bool kSt = kStage != kXL1;
@@ -119,7 +127,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
   const int warp = threadIdx.x >> 5;
   const int vecs = p.cols / F::kCols;
   const int n4 = p.cols >> 2;
-  float* xsum = reinterpret_cast<float*>(smem + (kSt ? n4 : 0));
+  const int ps = staged_plane(vecs, kP);
+  float* xsum = reinterpret_cast<float*>(smem + (kSt ? kP * ps : 0));
   const int stride = gridDim.x * kWarps;
   int t = blockIdx.x + gridDim.x * warp;
 
@@ -208,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
   constexpr int kB = kStage == kXSmemBig ? 4 : 1;
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
-  auto stage_at = [&](int f) -> float4& { return smem[(f % kP) * vecs + f / kP]; };
+  auto stage_at = [&](int f) -> float4& { return smem[(f % kP) * ps + f / kP]; };
   float inv = 1.0f;
   if constexpr (kNorm || kSt) {
     float ss = 0.0f;
@@ -270,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
     for (int h = 0; h < F::kXW; ++h) {
       const int k = F::kXW * j + h;
       if constexpr (kSt) {
-        xw[h] = smem[k * vecs + i];
+        xw[h] = smem[k * ps + i];
       } else {
         const int f = kP * i + k;
         float4 v = x4[f];
@@ -494,6 +503,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   const DeviceShape dev = device_shape();
   const bool vec = a.cols % F::kAlign == 0 && aligned16(a.w.q) && aligned16(a.x) && (!norm || aligned16(a.norm_weight));
   const std::size_t x_bytes = static_cast<std::size_t>(a.cols) * sizeof(float);
+  const std::size_t x_staged = static_cast<std::size_t>(F::kCols / 4) * staged_plane(a.cols / F::kCols, F::kCols / 4) * 16;
   const std::size_t sum_bytes = F::kGroups ? static_cast<std::size_t>(quant_groups(a.cols)) * sizeof(float) : 0;
   const int vecs = a.cols / F::kCols;
 
@@ -501,14 +511,14 @@ Plan plan_fmt(const QGemvArgs& a) {
   if (vec && x_bytes <= std::min<std::size_t>(kStageMaxBytes, dev.smem_optin)) {
     stage = kXSmem;
   } else if (vec && !a.swiglu && g_tuning.stage_x != 0 &&
-             x_bytes + sum_bytes + kStaticSmem <= static_cast<std::size_t>(dev.smem_optin)) {
+             x_staged + sum_bytes + kStaticSmem <= static_cast<std::size_t>(dev.smem_optin)) {
     // Two blocks must fit on an SM (each also takes its static shared memory, epi, and the reserved
     // shared memory per block).
     int device = 0, per_sm = 0, reserved = 0;
     cudaGetDevice(&device);
     if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess) per_sm = 0;
     if (cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess) reserved = 0;
-    if (2 * (x_bytes + sum_bytes + kStaticSmem + static_cast<std::size_t>(reserved)) <= static_cast<std::size_t>(per_sm))
+    if (2 * (x_staged + sum_bytes + kStaticSmem + static_cast<std::size_t>(reserved)) <= static_cast<std::size_t>(per_sm))
       stage = kXSmemBig;
   }
   const long long warps = static_cast<long long>(dev.sms) * (stage == kXSmemBig ? 2 : 4) * kWarps;  // nominal, one wave
@@ -545,7 +555,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   } else {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
   }
-  pl.smem = (vec && stage != kXL1 ? x_bytes : 0) + (vec ? sum_bytes : 0);
+  pl.smem = (vec && stage != kXL1 ? x_staged : 0) + (vec ? sum_bytes : 0);
   if (pl.smem > 48 * 1024)
     cudaFuncSetAttribute(pl.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem));
   pl.items = vec ? (a.swiglu ? outs : (rows == 1 ? a.rows : (a.rows + 1) / 2)) : outs;
