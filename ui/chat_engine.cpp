@@ -6,6 +6,7 @@
 
 #include "cosmos/model_loader.h"
 #include "cosmos/precision.h"
+#include "model_switch.h"
 
 namespace cosmos::ui {
 namespace {
@@ -47,14 +48,30 @@ class RealChatEngine final : public ChatEngine {
     // Weights placed on the device map to 5%..90% of the bar; returning false cancels the load.
     if (progress) options.progress = [&progress](double f) { return progress(0.05 + 0.85 * f); };
     // The previous model stays loaded until the new one is complete (a failed or cancelled load
-    // keeps it).
-    auto loaded = cosmos::load_model(std::filesystem::path(request.modelDir.toStdString()), *device, options);
-    if (!loaded) return loaded.error();
+    // keeps it); when both do not fit at once, model_switch.h releases it and retries, and loads it
+    // back if the new one does not fit alone either.
+    using Loaded = cosmos::Result<std::unique_ptr<LoadedEngine>>;
+    auto loadWith = [](const std::string& dir, cosmos::Device dev, const cosmos::BackendOptions& opts) -> Loaded {
+      auto loaded = cosmos::load_model(std::filesystem::path(dir), dev, opts);
+      if (!loaded) return loaded.error();
+      auto e = std::make_unique<LoadedEngine>();
+      e->model = std::move(*loaded);
+      e->session = std::make_unique<cosmos::Session>(*e->model.backend, *e->model.tokenizer);
+      return e;
+    };
+    const std::string dir = request.modelDir.toStdString();
+    SwitchOutcome outcome;
+    auto switched = switchModel<LoadedEngine>(
+        current_, [&]() -> Loaded { return loadWith(dir, *device, options); },
+        [&]() -> Loaded { return loadWith(previous_.dir, previous_.device, previous_.options); }, &outcome);
+    if (!switched) {
+      if (outcome.retriedAlone) spdlog::warn("app: {}", switched.error().message);
+      return switched.error();
+    }
+    std::unique_ptr<LoadedEngine> next = std::move(*switched);
+    // Cancelled after the new model was complete: it is dropped, the old one stays (unless it had
+    // to be released for the new one to fit).
     if (progress && !progress(0.9)) return cancelled();
-
-    auto next = std::make_unique<LoadedEngine>();
-    next->model = std::move(*loaded);
-    next->session = std::make_unique<cosmos::Session>(*next->model.backend, *next->model.tokenizer);
 
     const cosmos::Backend& backend = *next->model.backend;
     const cosmos::BackendMemory memory = backend.memory();
@@ -71,6 +88,8 @@ class RealChatEngine final : public ChatEngine {
     if (progress && !progress(1.0)) return cancelled();
 
     current_ = std::move(next);  // the old session, backend and tokenizer go here, in that order
+    previous_ = Request{dir, *device, options};
+    previous_.options.progress = nullptr;  // a reload after a failed switch reports no progress
     spdlog::info("app: loaded {} on {} ({})", request.modelDir.toStdString(), info.deviceName.toStdString(),
                  info.precision.toStdString());
     return info;
@@ -90,6 +109,13 @@ class RealChatEngine final : public ChatEngine {
 
  private:
   std::unique_ptr<LoadedEngine> current_;
+  // How current_ was loaded, to load it again when a switch released it and then failed.
+  struct Request {
+    std::string dir;
+    cosmos::Device device = cosmos::Device::cpu;
+    cosmos::BackendOptions options;
+  };
+  Request previous_;
 };
 
 }  // namespace
