@@ -19,6 +19,7 @@
 #include "cosmos/session.h"
 #include "cosmos/test_model.h"
 #include "kernels/device_info.cuh"
+#include "score_logits.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -53,17 +54,7 @@ class CudaBackendTest : public ::testing::Test {
     EXPECT_TRUE(b.ok()) << (b.ok() ? "" : b.error().message);
     return b.ok() ? std::move(*b) : nullptr;
   }
-  static ForwardOutput run(Backend& b, const std::vector<TokenId>& ids) {
-    SequenceInput in;
-    in.seq = b.kv_cache().create_sequence();
-    in.tokens = ids;
-    in.all_logits = true;
-    ForwardOutput out;
-    auto st = b.forward(std::span<const SequenceInput>(&in, 1), out);
-    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-    b.kv_cache().free_sequence(in.seq);
-    return out;
-  }
+  static ForwardOutput run(Backend& b, const std::vector<TokenId>& ids) { return testing::score_logits(b, ids); }
   static nlohmann::json golden() {
     std::ifstream f(std::string(COSMOS_TEST_DATA_DIR) + "/tiny_golden.json");
     return nlohmann::json::parse(f);

@@ -31,6 +31,7 @@
 #include "cosmos/test_model.h"
 #include "kernels/device_info.cuh"
 #include "logit_compare.h"
+#include "score_logits.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -44,17 +45,7 @@ std::vector<TokenId> prompt_ids() {
   return nlohmann::json::parse(f)["cases"][0]["ids"].get<std::vector<TokenId>>();
 }
 
-ForwardOutput score(Backend& b, const std::vector<TokenId>& ids) {
-  SequenceInput in;
-  in.seq = b.kv_cache().create_sequence();
-  in.tokens = ids;
-  in.all_logits = true;
-  ForwardOutput out;
-  auto st = b.forward(std::span<const SequenceInput>(&in, 1), out);
-  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-  b.kv_cache().free_sequence(in.seq);
-  return out;
-}
+using testing::score_logits;
 
 // Greedy continuation of `prompt` by `steps` one-token forward passes (host argmax of the logits);
 // returns the prompt plus the tokens, the last one not scored.
@@ -109,7 +100,7 @@ TEST_P(CudaQuant, PrefillAndDecodeMatchTheCpuAtTheSamePrecision) {
   const std::vector<TokenId>& seq = sequence();
   ASSERT_GE(seq.size(), 64u);
   // Prefill: every position.
-  const ForwardOutput a = score(*cpu, seq), b = score(*gpu, seq);
+  const ForwardOutput a = score_logits(*cpu, seq), b = score_logits(*gpu, seq);
   ASSERT_EQ(a.logits.size(), b.logits.size());
   testing::LogitStats prefill;
   for (int r = 0; r < static_cast<int>(seq.size()); ++r) prefill.add(a.row(r), b.row(r));
@@ -172,7 +163,7 @@ TEST_P(CudaQuant, QualityAgainstBf16OnTheGpu) {
   auto q = make(true, p, testing::tiny_model_dir());
   ASSERT_TRUE(ref && q);
   EXPECT_LT(q->memory().weights, ref->memory().weights);
-  const ForwardOutput a = score(*ref, seq), b = score(*q, seq);
+  const ForwardOutput a = score_logits(*ref, seq), b = score_logits(*q, seq);
   testing::LogitStats st;
   for (int r = prompt - 1; r < static_cast<int>(seq.size()); ++r) st.add(a.row(r), b.row(r));
   std::printf("[ measured ] tiny model on the GPU, %s against bf16 over %d steps: max rel logit error %.4g, KL mean "
@@ -292,7 +283,7 @@ TEST_F(CudaQuantLoad, TheQuantizedWeightCacheIsSharedWithTheCpu) {
   auto from_cache = make(false, Precision::int4, testing::tiny_model_dir(), o);
   auto own = make(false, Precision::int4, testing::tiny_model_dir());
   ASSERT_TRUE(from_cache && own);
-  const ForwardOutput a = score(*from_cache, ids), b = score(*own, ids);
+  const ForwardOutput a = score_logits(*from_cache, ids), b = score_logits(*own, ids);
   ASSERT_EQ(a.logits.size(), b.logits.size());
   EXPECT_TRUE(std::equal(a.logits.begin(), a.logits.end(), b.logits.begin())) << "the GPU's file differs from the CPU's quantization";
   // Zero lm_head in the file: the GPU, reading it, gives zero logits.
@@ -307,7 +298,7 @@ TEST_F(CudaQuantLoad, TheQuantizedWeightCacheIsSharedWithTheCpu) {
   ASSERT_TRUE(write_quant_cache(file, Precision::int4, *fp, all).ok());
   auto g = make(true, Precision::int4, testing::tiny_model_dir(), o);
   ASSERT_TRUE(g);
-  const ForwardOutput z = score(*g, ids);
+  const ForwardOutput z = score_logits(*g, ids);
   EXPECT_TRUE(std::all_of(z.logits.begin(), z.logits.end(), [](float v) { return v == 0.0f; }));
   std::filesystem::remove_all(cache);
 }
@@ -330,12 +321,12 @@ TEST(CudaQuant7B, QualityAgainstBf16) {
     auto b = make(true, Precision::bf16, dir, o);
     ASSERT_TRUE(b);
     seq = greedy(*b, prompt, kSteps);
-    ref = score(*b, seq);
+    ref = score_logits(*b, seq);
   }
   for (Precision p : {Precision::int8, Precision::fp8, Precision::int4}) {
     auto b = make(true, p, dir, o);
     ASSERT_TRUE(b);
-    const ForwardOutput out = score(*b, seq);
+    const ForwardOutput out = score_logits(*b, seq);
     testing::LogitStats st;
     for (int r = static_cast<int>(prompt.size()) - 1; r < static_cast<int>(seq.size()); ++r) st.add(ref.row(r), out.row(r));
     const MemoryEstimate e = estimate_memory(b->config(), p, EstimateOptions{2048, 1, 2048});

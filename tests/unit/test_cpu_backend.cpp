@@ -15,6 +15,7 @@
 #include "cosmos/cpu_backend.h"
 #include "cosmos/model_loader.h"
 #include "cosmos/session.h"
+#include "score_logits.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -36,15 +37,7 @@ std::unique_ptr<Backend> tiny_backend(int context = 2048) {
 }
 
 ForwardOutput run(Backend& b, const std::vector<TokenId>& ids, bool all_logits) {
-  SequenceInput in;
-  in.seq = b.kv_cache().create_sequence();
-  in.tokens = ids;
-  in.all_logits = all_logits;
-  ForwardOutput out;
-  auto st = b.forward(std::span<const SequenceInput>(&in, 1), out);
-  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-  b.kv_cache().free_sequence(in.seq);
-  return out;
+  return testing::score_logits(b, ids, all_logits);
 }
 
 TEST(CpuBackend, LogitsOfEveryPositionMatchHuggingFace) {

@@ -21,6 +21,7 @@
 #include "cosmos/model_loader.h"
 #include "cosmos/session.h"
 #include "logit_compare.h"
+#include "score_logits.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -41,18 +42,7 @@ std::unique_ptr<Backend> backend(Precision p, BackendOptions o = {}) {
   return b.ok() ? std::move(*b) : nullptr;
 }
 
-// Logits of every position of `ids`.
-ForwardOutput score(Backend& b, const std::vector<TokenId>& ids) {
-  SequenceInput in;
-  in.seq = b.kv_cache().create_sequence();
-  in.tokens = ids;
-  in.all_logits = true;
-  ForwardOutput out;
-  auto st = b.forward(std::span<const SequenceInput>(&in, 1), out);
-  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-  b.kv_cache().free_sequence(in.seq);
-  return out;
-}
+using testing::score_logits;
 
 // The prompt plus kSteps greedy tokens of the bf16 model (the last one is not scored).
 std::vector<TokenId> bf16_sequence() {
@@ -89,7 +79,7 @@ TEST_P(CpuQuantized, TeacherForcedAgainstBf16) {
   ASSERT_TRUE(ref && q);
   EXPECT_EQ(q->precision(), bound.precision);
   EXPECT_LT(q->memory().weights, ref->memory().weights);
-  const ForwardOutput a = score(*ref, seq), b = score(*q, seq);
+  const ForwardOutput a = score_logits(*ref, seq), b = score_logits(*q, seq);
   ASSERT_EQ(a.logits.size(), b.logits.size());
   testing::LogitStats st;
   for (int p = prompt - 1; p < static_cast<int>(seq.size()); ++p) st.add(a.row(p), b.row(p));  // kSteps predictions
