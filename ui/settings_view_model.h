@@ -24,7 +24,7 @@ class SettingsViewModel : public QObject {
   Q_PROPERTY(QString precision READ precision WRITE setPrecision NOTIFY precisionChanged)
   Q_PROPERTY(int contextLength READ contextLength WRITE setContextLength NOTIFY contextLengthChanged)
   // Keep quantized weights on disk between loads (cosmos::default_quant_cache_dir(); off by default:
-  // a file per model and precision, e.g. 7.6 GB for the 7B in int8).
+  // a file per model and precision, e.g. 7.1 GB for the 7B in int8).
   Q_PROPERTY(bool keepQuantizedWeights READ keepQuantizedWeights WRITE setKeepQuantizedWeights NOTIFY
                  keepQuantizedWeightsChanged)
   Q_PROPERTY(int maxContextLength READ maxContextLength NOTIFY modelDirChanged)

@@ -200,7 +200,7 @@ Item {
                 }
                 Label {
                     id: hint
-                    text: qsTr("int8, fp8 and int4 then load faster the next time; one file per model and precision in ~/.cache/cosmos-chat/quantized (the 7B in int8: about 7.6 GB).")
+                    text: qsTr("int8, fp8 and int4 then load faster the next time; one file per model and precision in ~/.cache/cosmos-chat/quantized (the 7B in int8: about 7.1 GB, in int4 3.8 GB).")
                     color: Theme.muted
                     font.pointSize: Theme.smallFontSize
                     wrapMode: Text.Wrap
