@@ -319,6 +319,57 @@ void dequantize_row(const QuantizedMatrix& m, std::int64_t row, float* dst) {
   }
 }
 
+void group_sums(const float* x, std::int64_t cols, float* group_xsum) {
+  for (std::int64_t c0 = 0, g = 0; c0 < cols; c0 += kInt4GroupSize, ++g) {
+    const std::int64_t c1 = std::min(cols, c0 + kInt4GroupSize);
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t c = c0; c < c1; ++c) s += x[c];
+    group_xsum[g] = s;
+  }
+}
+
+float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x, const float* group_xsum) {
+  assert(row >= 0 && row < m.rows);
+  const std::int64_t cols = m.cols;
+  switch (m.format) {
+    case QuantFormat::int8_row: {
+      const auto* q = reinterpret_cast<const std::int8_t*>(m.q.data() + row * cols);
+      float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+      for (std::int64_t c = 0; c < cols; ++c) acc += static_cast<float>(q[c]) * x[c];
+      return acc * m.row_scale[static_cast<std::size_t>(row)];
+    }
+    case QuantFormat::fp8_row: {
+      const std::uint8_t* q = m.q.data() + row * cols;
+      float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+      for (std::int64_t c = 0; c < cols; ++c) acc += kE4m3[q[c]] * x[c];
+      return acc * m.row_scale[static_cast<std::size_t>(row)];
+    }
+    case QuantFormat::int4_group: {
+      const std::uint8_t* q = m.q.data() + row * ((cols + 1) / 2);
+      const std::int64_t groups = m.groups();
+      float acc = 0.0f;
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const std::size_t k = static_cast<std::size_t>(row * groups + g);
+        const std::int64_t c0 = g * kInt4GroupSize, c1 = std::min(cols, c0 + kInt4GroupSize);
+        const std::int64_t pairs = (c1 - c0) / 2;  // c0 is even: whole bytes
+        const std::uint8_t* qb = q + c0 / 2;
+        const float* xg = x + c0;
+        float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+        for (std::int64_t i = 0; i < pairs; ++i)
+          d += static_cast<float>(qb[i] & 0xF) * xg[2 * i] + static_cast<float>(qb[i] >> 4) * xg[2 * i + 1];
+        if (c0 + 2 * pairs < c1) d += static_cast<float>(qb[pairs] & 0xF) * xg[2 * pairs];  // a last odd column
+        acc += bf16_to_float(m.group_scale[k]) * d + bf16_to_float(m.group_min[k]) * group_xsum[g];
+      }
+      return acc;
+    }
+  }
+  return 0.0f;
+}
+
 std::uint8_t float_to_e4m3(float v) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
   const auto sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);

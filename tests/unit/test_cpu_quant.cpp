@@ -105,6 +105,37 @@ INSTANTIATE_TEST_SUITE_P(Formats, CpuQuantized,
                                            Bounds{Precision::int4, 0.33, 0.02, 0.62}),
                          [](const ::testing::TestParamInfo<Bounds>& p) { return std::string(to_string(p.param.precision)); });
 
+// One-token steps take another path (products straight from the quantized bytes, quant_row_dot)
+// than passes of several tokens (rows dequantized to fp32 first): both must give the same logits up
+// to fp32 summation order (the KV cache is fp32 on the CPU).
+TEST_P(CpuQuantized, OneTokenStepsMatchThePrefillPositions) {
+  const Precision p = GetParam().precision;
+  auto b = backend(p);
+  ASSERT_TRUE(b);
+  std::vector<TokenId> ids = prompt_ids();
+  for (int i = 0; i < 24; ++i) ids.push_back(static_cast<TokenId>((i * 7919 + 11) % 150000));
+  const ForwardOutput all = score_logits(*b, ids);
+  const int prompt = 8;
+  SequenceInput in;
+  in.seq = b->kv_cache().create_sequence();
+  in.tokens.assign(ids.begin(), ids.begin() + prompt);
+  double worst = 0.0;
+  for (int pos = prompt - 1; pos < static_cast<int>(ids.size()); ++pos) {
+    ForwardOutput out;
+    ASSERT_TRUE(b->forward(std::span<const SequenceInput>(&in, 1), out).ok());
+    const auto ra = all.row(pos), rb = out.row(0);
+    double m = 0.0, d = 0.0;
+    for (std::size_t v = 0; v < ra.size(); ++v) {
+      m = std::max(m, std::fabs(static_cast<double>(ra[v])));
+      d = std::max(d, std::fabs(static_cast<double>(ra[v]) - rb[v]));
+    }
+    worst = std::max(worst, d / m);
+    if (pos + 1 < static_cast<int>(ids.size())) in.tokens = {ids[static_cast<std::size_t>(pos) + 1]};
+  }
+  b->kv_cache().free_sequence(in.seq);
+  EXPECT_LT(worst, 1e-4) << "one-token steps differ from the prefill's positions by " << worst;
+}
+
 TEST(CpuQuantizedLoad, ReportsProgressThroughTheQuantizationAndCanBeCancelled) {
   std::vector<double> seen;
   BackendOptions o;

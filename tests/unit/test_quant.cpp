@@ -583,5 +583,59 @@ TEST(Quant, MeasuredErrorOnGaussianWeights) {
   EXPECT_LT(sym, 0.133);
 }
 
+
+// quant_row_dot: the one-token product straight from the quantized bytes equals the dot product of
+// the dequantized row with x (computed in double), within the fp32 rounding of a sum of `cols`
+// terms: |err| <= 2 * (cols + 8) * 2^-24 * sum |w_c x_c| (int4 splits each group into s * sum(q x)
+// + m * sum(x), whose terms are bounded by (|s q| + |m|) |x|, so the bound uses that sum there).
+// Shapes: odd column counts, a short last int4 group, one column; rows with mixed signs.
+TEST(Quant, RowDotEqualsTheDequantizedRowDotX) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  for (const QuantFormat f : {QuantFormat::int8_row, QuantFormat::fp8_row, QuantFormat::int4_group}) {
+    for (const std::int64_t cols : {1, 7, 128, 129, 200, 255, 1000, 3584}) {
+      SCOPED_TRACE(std::string(name(f)) + " cols " + std::to_string(cols));
+      const std::int64_t rows = 5;
+      std::vector<float> v(static_cast<std::size_t>(rows * cols)), x(static_cast<std::size_t>(cols));
+      for (float& e : v) e = 0.05f * gauss(rng) + (f == QuantFormat::int4_group ? 0.01f : 0.0f);
+      for (float& e : x) e = 2.0f * gauss(rng);
+      const Source src = make_source(v, DType::bf16);
+      const QuantizedMatrix m = quantize_all(src, f, rows, cols);
+      std::vector<float> xsum(static_cast<std::size_t>(m.groups()));
+      group_sums(x.data(), cols, xsum.data());
+      std::vector<float> row(static_cast<std::size_t>(cols));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        dequantize_row(m, r, row.data());
+        double want = 0.0, mag = 0.0;
+        for (std::int64_t c = 0; c < cols; ++c) {
+          want += static_cast<double>(row[c]) * x[c];
+          double wmag = std::fabs(static_cast<double>(row[c]));
+          if (f == QuantFormat::int4_group) {
+            const std::size_t k = static_cast<std::size_t>(r * m.groups() + c / kInt4GroupSize);
+            const double s = bf16_value(m.group_scale[k]), mn = bf16_value(m.group_min[k]);
+            wmag = std::fabs(static_cast<double>(row[c]) - mn) + std::fabs(mn) + std::fabs(s);
+          }
+          mag += wmag * std::fabs(static_cast<double>(x[c]));
+        }
+        const double got = quant_row_dot(m, r, x.data(), xsum.data());
+        const double bound = 2.0 * static_cast<double>(cols + 8) * std::ldexp(1.0, -24) * mag;
+        EXPECT_LE(std::fabs(got - want), bound) << "row " << r << ": " << got << " vs " << want;
+      }
+    }
+  }
+}
+
+TEST(Quant, GroupSumsCoverEachGroupOf128Columns) {
+  std::vector<float> x(300);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  std::vector<float> sums(3, -1.0f);
+  group_sums(x.data(), 300, sums.data());
+  for (int g = 0; g < 3; ++g) {
+    double want = 0.0;
+    for (int c = 128 * g; c < std::min(300, 128 * (g + 1)); ++c) want += x[static_cast<std::size_t>(c)];
+    EXPECT_EQ(sums[static_cast<std::size_t>(g)], static_cast<float>(want)) << "group " << g;
+  }
+}
+
 }  // namespace
 }  // namespace cosmos

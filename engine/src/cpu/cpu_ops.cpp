@@ -35,6 +35,15 @@ void load_row(const WeightView& w, std::int64_t row, float* dst) {
 
 void matmul(const float* x, const WeightView& w, const float* bias, float* y, int n, int threads) {
   const std::int64_t out = w.rows, in = w.cols;
+  if (w.quant && n == 1) {
+    // One token, quantized weights: each row's products straight from its quantized bytes (no fp32
+    // copy of the row: a quarter to an eighth of the memory traffic of converting it first).
+    std::vector<float> xsum(static_cast<std::size_t>(w.quant->groups()));  // [groups] int4: sum of x per group
+    if (w.quant->format == QuantFormat::int4_group) group_sums(x, in, xsum.data());
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t o = 0; o < out; ++o) y[o] = quant_row_dot(*w.quant, o, x, xsum.data()) + (bias ? bias[o] : 0.0f);
+    return;
+  }
   // Each thread converts one weight row at a time to fp32 and dots it with every input row, so
   // each weight byte is read once per call whatever n is.
 #pragma omp parallel num_threads(threads)
