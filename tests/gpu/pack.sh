@@ -3,7 +3,8 @@
 # without Qt (preset "gpu"), and packs the binaries, the Debian shared libraries they need that
 # Ubuntu 24.04 lacks, libcosmos-engine.so and the CUDA backend module libcosmos-cuda.so, and the
 # test tokenizer into .carry/ (git-ignored) for the GPU machine:
-#   tests/gpu/pack.sh && <device run, carry [".carry"]> tests/gpu/run.sh --prebuilt .carry
+#   tests/gpu/pack.sh && <device run, carry [".carry_pack"]>
+#     tar -xJf .carry_pack/carry.tar.xz && tests/gpu/run.sh --prebuilt .carry
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake --preset gpu >/dev/null
@@ -26,4 +27,8 @@ cp "$tok" .carry/tokenizer.json
 # Where the binaries were built, so run.sh can recreate the compiled-in paths there.
 echo "$PWD" > .carry/source_dir
 echo "$tok" > .carry/tokenizer_path
-du -sh .carry
+# The device call carries at most 64 MiB with the source tree, which .carry alone nearly fills: a
+# compressed copy (~12 MB) travels instead; unpack it there first:
+#   carry [".carry_pack"], command: tar -xJf .carry_pack/carry.tar.xz && tests/gpu/run.sh --prebuilt .carry ...
+rm -rf .carry_pack && mkdir -p .carry_pack && tar -cJf .carry_pack/carry.tar.xz .carry
+du -sh .carry .carry_pack
