@@ -60,9 +60,14 @@ class RealChatEngine final : public ChatEngine {
       return e;
     };
     const std::string dir = request.modelDir.toStdString();
+    // Switching away from a model on the GPU with device "auto": the GPU only, so that running out
+    // of GPU memory reaches switchModel (retry without the old model, else restore it) instead of
+    // quietly moving the new model to the CPU, as "auto" does when nothing is loaded.
+    const bool fromGpu = current_ && current_->model.backend->memory().on_gpu;
+    const cosmos::Device target = *device == cosmos::Device::auto_select && fromGpu ? cosmos::Device::cuda : *device;
     SwitchOutcome outcome;
     auto switched = switchModel<LoadedEngine>(
-        current_, [&]() -> Loaded { return loadWith(dir, *device, options); },
+        current_, [&]() -> Loaded { return loadWith(dir, target, options); },
         [&]() -> Loaded { return loadWith(previous_.dir, previous_.device, previous_.options); }, &outcome);
     if (!switched) {
       if (outcome.retriedAlone) spdlog::warn("app: {}", switched.error().message);
