@@ -26,6 +26,7 @@
 #include "conversation_list_model.h"
 #include "conversation_store.h"
 #include "conversation_transfer.h"
+#include "cosmos/cuda_backend.h"
 #include "cosmos/logging.h"
 #include "download_view_model.h"
 #include "engine_host.h"
@@ -209,6 +210,12 @@ int main(int argc, char* argv[]) {
   qml.load(QUrl(QStringLiteral("qrc:/CosmosChat/Main.qml")));
   if (qml.rootObjects().isEmpty()) return 1;
 
+  // With a usable GPU the model loads there: "auto" then chooses among the GPU's formats by its free
+  // memory (not the host's), before anything is loaded.
+  if (const auto gpu = cosmos::gpu_memory_info(); gpu && gpu->total > gpu->used) {
+    settings.setGpuInUse(true);
+    settings.setMemoryBudget(static_cast<double>(gpu->total - gpu->used));
+  }
   if (!modelDir.isEmpty()) {
     engine.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), settings.contextLength(),
                      settings.keepQuantizedWeights());
