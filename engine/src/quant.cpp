@@ -319,17 +319,23 @@ void dequantize_row(const QuantizedMatrix& m, std::int64_t row, float* dst) {
   }
 }
 
-void group_sums(const float* x, std::int64_t cols, float* group_xsum) {
+Int4DotInput prepare_int4_dot(const float* x, std::int64_t cols) {
+  Int4DotInput in;
+  const std::int64_t bytes = (cols + 1) / 2;
+  in.group_sum.resize(static_cast<std::size_t>((cols + kInt4GroupSize - 1) / kInt4GroupSize));
+  in.even.resize(static_cast<std::size_t>(bytes));
+  in.odd.assign(static_cast<std::size_t>(bytes), 0.0f);
+  for (std::int64_t c = 0; c < cols; ++c) (c % 2 ? in.odd : in.even)[static_cast<std::size_t>(c / 2)] = x[c];
   for (std::int64_t c0 = 0, g = 0; c0 < cols; c0 += kInt4GroupSize, ++g) {
     const std::int64_t c1 = std::min(cols, c0 + kInt4GroupSize);
     float s = 0.0f;
-#pragma omp simd reduction(+ : s)
     for (std::int64_t c = c0; c < c1; ++c) s += x[c];
-    group_xsum[g] = s;
+    in.group_sum[static_cast<std::size_t>(g)] = s;
   }
+  return in;
 }
 
-float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x, const float* group_xsum) {
+float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x, const Int4DotInput* int4) {
   assert(row >= 0 && row < m.rows);
   const std::int64_t cols = m.cols;
   switch (m.format) {
@@ -348,21 +354,20 @@ float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x, 
       return acc * m.row_scale[static_cast<std::size_t>(row)];
     }
     case QuantFormat::int4_group: {
+      assert(int4 != nullptr);
       const std::uint8_t* q = m.q.data() + row * ((cols + 1) / 2);
       const std::int64_t groups = m.groups();
       float acc = 0.0f;
       for (std::int64_t g = 0; g < groups; ++g) {
         const std::size_t k = static_cast<std::size_t>(row * groups + g);
-        const std::int64_t c0 = g * kInt4GroupSize, c1 = std::min(cols, c0 + kInt4GroupSize);
-        const std::int64_t pairs = (c1 - c0) / 2;  // c0 is even: whole bytes
-        const std::uint8_t* qb = q + c0 / 2;
-        const float* xg = x + c0;
+        const std::int64_t b0 = g * (kInt4GroupSize / 2), b1 = std::min((cols + 1) / 2, b0 + kInt4GroupSize / 2);
+        const float* xe = int4->even.data();
+        const float* xo = int4->odd.data();
         float d = 0.0f;
 #pragma omp simd reduction(+ : d)
-        for (std::int64_t i = 0; i < pairs; ++i)
-          d += static_cast<float>(qb[i] & 0xF) * xg[2 * i] + static_cast<float>(qb[i] >> 4) * xg[2 * i + 1];
-        if (c0 + 2 * pairs < c1) d += static_cast<float>(qb[pairs] & 0xF) * xg[2 * pairs];  // a last odd column
-        acc += bf16_to_float(m.group_scale[k]) * d + bf16_to_float(m.group_min[k]) * group_xsum[g];
+        for (std::int64_t i = b0; i < b1; ++i)  // an odd last column: its high nibble is 0, odd[] 0
+          d += static_cast<float>(q[i] & 0xF) * xe[i] + static_cast<float>(q[i] >> 4) * xo[i];
+        acc += bf16_to_float(m.group_scale[k]) * d + bf16_to_float(m.group_min[k]) * int4->group_sum[static_cast<std::size_t>(g)];
       }
       return acc;
     }

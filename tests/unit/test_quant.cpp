@@ -601,8 +601,7 @@ TEST(Quant, RowDotEqualsTheDequantizedRowDotX) {
       for (float& e : x) e = 2.0f * gauss(rng);
       const Source src = make_source(v, DType::bf16);
       const QuantizedMatrix m = quantize_all(src, f, rows, cols);
-      std::vector<float> xsum(static_cast<std::size_t>(m.groups()));
-      group_sums(x.data(), cols, xsum.data());
+      const Int4DotInput prep = prepare_int4_dot(x.data(), cols);
       std::vector<float> row(static_cast<std::size_t>(cols));
       for (std::int64_t r = 0; r < rows; ++r) {
         dequantize_row(m, r, row.data());
@@ -617,7 +616,7 @@ TEST(Quant, RowDotEqualsTheDequantizedRowDotX) {
           }
           mag += wmag * std::fabs(static_cast<double>(x[c]));
         }
-        const double got = quant_row_dot(m, r, x.data(), xsum.data());
+        const double got = quant_row_dot(m, r, x.data(), &prep);
         const double bound = 2.0 * static_cast<double>(cols + 8) * std::ldexp(1.0, -24) * mag;
         EXPECT_LE(std::fabs(got - want), bound) << "row " << r << ": " << got << " vs " << want;
       }
@@ -625,15 +624,21 @@ TEST(Quant, RowDotEqualsTheDequantizedRowDotX) {
   }
 }
 
-TEST(Quant, GroupSumsCoverEachGroupOf128Columns) {
-  std::vector<float> x(300);
+TEST(Quant, Int4DotInputSumsEachGroupAndSplitsTheColumns) {
+  std::vector<float> x(301);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
-  std::vector<float> sums(3, -1.0f);
-  group_sums(x.data(), 300, sums.data());
+  const Int4DotInput in = prepare_int4_dot(x.data(), 301);
+  ASSERT_EQ(in.group_sum.size(), 3u);
+  ASSERT_EQ(in.even.size(), 151u);
+  ASSERT_EQ(in.odd.size(), 151u);
   for (int g = 0; g < 3; ++g) {
     double want = 0.0;
-    for (int c = 128 * g; c < std::min(300, 128 * (g + 1)); ++c) want += x[static_cast<std::size_t>(c)];
-    EXPECT_EQ(sums[static_cast<std::size_t>(g)], static_cast<float>(want)) << "group " << g;
+    for (int c = 128 * g; c < std::min(301, 128 * (g + 1)); ++c) want += x[static_cast<std::size_t>(c)];
+    EXPECT_EQ(in.group_sum[static_cast<std::size_t>(g)], static_cast<float>(want)) << "group " << g;
+  }
+  for (std::size_t i = 0; i < 151; ++i) {
+    EXPECT_EQ(in.even[i], x[2 * i]);
+    EXPECT_EQ(in.odd[i], 2 * i + 1 < x.size() ? x[2 * i + 1] : 0.0f);
   }
 }
 

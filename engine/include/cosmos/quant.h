@@ -66,14 +66,21 @@ Status quantize_rows(const std::byte* data, DType dtype, QuantizedMatrix& m, std
 // dst[0, cols) = the fp32 values row `row` of m stands for.
 void dequantize_row(const QuantizedMatrix& m, std::int64_t row, float* dst);
 
+// x prepared once for the int4 products of many rows: the sum of x over each group of 128 columns,
+// and x split into its even and odd columns (the low and high nibbles of each byte; odd is padded
+// with a 0 for an odd column count), so a row's products read contiguous streams.
+struct Int4DotInput {
+  std::vector<float> group_sum;  // [ceil(cols / 128)]
+  std::vector<float> even, odd;  // [ceil(cols / 2)] each
+};
+Int4DotInput prepare_int4_dot(const float* x, std::int64_t cols);
+
 // The sum over the columns of row `row` of m times x[0, cols), without materializing the row (what
 // a one-token matrix-vector product needs): int8 / fp8 sum(q * x) * s; int4 per group
-// s * sum(q * x) + m * sum(x), with sum(x) per group taken from group_xsum (group_sums(), once per
-// x for all rows). Equal to the dot product of dequantize_row() with x up to fp32 rounding.
-float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x, const float* group_xsum);
-
-// group_xsum[g] = sum of x over the columns of int4 group g ([ceil(cols / 128)] floats).
-void group_sums(const float* x, std::int64_t cols, float* group_xsum);
+// s * sum(q * x) + m * sum(x), reading x through `int4` (prepare_int4_dot(x), once for all rows;
+// required for int4, ignored otherwise). Equal to the dot product of dequantize_row() with x up to
+// fp32 rounding.
+float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x, const Int4DotInput* int4);
 
 // OCP FP8 E4M3 ("E4M3FN": bias 7, no infinities, S.1111.111 is NaN, largest finite 448): round to
 // nearest even, values beyond +-448 (infinities included) saturate to +-448, NaN becomes 0x7F;

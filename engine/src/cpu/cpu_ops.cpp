@@ -38,10 +38,10 @@ void matmul(const float* x, const WeightView& w, const float* bias, float* y, in
   if (w.quant && n == 1) {
     // One token, quantized weights: each row's products straight from its quantized bytes (no fp32
     // copy of the row: a quarter to an eighth of the memory traffic of converting it first).
-    std::vector<float> xsum(static_cast<std::size_t>(w.quant->groups()));  // [groups] int4: sum of x per group
-    if (w.quant->format == QuantFormat::int4_group) group_sums(x, in, xsum.data());
+    Int4DotInput prep;  // int4: x's group sums and even / odd columns, once for all rows
+    if (w.quant->format == QuantFormat::int4_group) prep = prepare_int4_dot(x, in);
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (std::int64_t o = 0; o < out; ++o) y[o] = quant_row_dot(*w.quant, o, x, xsum.data()) + (bias ? bias[o] : 0.0f);
+    for (std::int64_t o = 0; o < out; ++o) y[o] = quant_row_dot(*w.quant, o, x, &prep) + (bias ? bias[o] : 0.0f);
     return;
   }
   // Each thread converts one weight row at a time to fp32 and dots it with every input row, so
