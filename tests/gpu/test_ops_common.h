@@ -61,6 +61,7 @@ struct Rng {
     return z ^ (z >> 31);
   }
   float next() { return static_cast<float>(bits() >> 40) / static_cast<float>(1 << 23) - 1.0f; }
+  float uniform() { return static_cast<float>(bits() >> 40) / static_cast<float>(1 << 24); }  // [0, 1)
   int below(int n) { return static_cast<int>(bits() % static_cast<std::uint64_t>(n)); }
 };
 

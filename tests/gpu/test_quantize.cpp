@@ -34,25 +34,14 @@
 #include "cosmos/quant.h"
 #include "kernels/device_info.cuh"
 #include "kernels/quantize.cuh"
+#include "test_ops_common.h"
 
 namespace cosmos {
 namespace {
 
 using kernels::QuantKind;
 
-// splitmix64
-struct Rng {
-  std::uint64_t s;
-  explicit Rng(std::uint64_t seed) : s(seed) {}
-  std::uint64_t bits() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return static_cast<float>(bits() >> 40) / static_cast<float>(1 << 24); }  // [0, 1)
-  int below(int n) { return static_cast<int>(bits() % static_cast<std::uint64_t>(n)); }
-};
+using gpu_ops_test::Rng;  // splitmix64 (test_ops_common.h)
 
 std::uint16_t bf16_rne(float f) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
