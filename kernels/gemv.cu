@@ -159,10 +159,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>
   if constexpr (kNorm || kStage) {
     const int n4 = p.cols >> 2;
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < n4; i += kThreads) {
-      const float4 v = kStage ? __ldcg(x4 + i) : x4[i];  // staged: read once, keep it out of L1
-      if constexpr (kNorm) ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      if constexpr (kStage) xs[(i & 1) * ps + (i >> 1)] = v;
+    // Batches of kB float4s per thread, all loaded before any is used: 14 KB of x in one round
+    // trip to L2 (a plain loop left 2-3 dependent ones after the compiler's unrolling).
+    constexpr int kB = 4;
+    for (int i0 = threadIdx.x; i0 < n4; i0 += kB * kThreads) {
+      float4 v[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int i = i0 + b * kThreads;
+        if (i < n4) v[b] = kStage ? __ldcg(x4 + i) : x4[i];  // staged: read once, keep it out of L1
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int i = i0 + b * kThreads;
+        if (i < n4) {
+          if constexpr (kNorm) ss += v[b].x * v[b].x + v[b].y * v[b].y + v[b].z * v[b].z + v[b].w * v[b].w;
+          if constexpr (kStage) xs[(i & 1) * ps + (i >> 1)] = v[b];
+        }
+      }
     }
     if constexpr (kNorm) {
       inv = block_inv_rms(ss, p.cols, p.eps);

@@ -50,6 +50,7 @@
 #include <cuda_fp8.h>
 
 #include "kernels/gemv_common.cuh"
+#include "kernels/gemv_q4_mma.cuh"
 #include "kernels/gemv_quant.cuh"
 #include "kernels/gemv_quant_formats.cuh"
 #include "kernels/pdl.cuh"
@@ -74,33 +75,6 @@ static_assert(kI4K - 149 == -53, "I4::prescale, the group sums and the epilogue 
 constexpr int kXL1 = 0, kXSmem = 1, kXSmemBig = 2;
 template <int kStage>
 constexpr int kMinBlocks = kStage == kXSmemBig ? 2 : 4;
-
-// Lane 0's epilogue for an output of the element-wise kernel (a0, a1: gate and up with swiglu).
-template <bool kSwiglu>
-__device__ __forceinline__ void finish(const QParams& p, int r0, float a0, float a1, bool has1) {
-  if constexpr (kSwiglu) {
-    float gate = a0, up = a1;
-    if (p.bias) {
-      gate += bf16f(p.bias[r0]);
-      up += bf16f(p.bias[r0 + p.half]);
-    }
-    float v = gate / (1.0f + expf(-gate)) * up;
-    if (p.residual) v += __ldcg(p.residual + r0);
-    p.y[r0] = v;
-  } else {
-    float v0 = a0, v1 = a1;
-    if (p.bias) {
-      v0 += bf16f(p.bias[r0]);
-      if (has1) v1 += bf16f(p.bias[r0 + 1]);
-    }
-    if (p.residual) {
-      v0 += __ldcg(p.residual + r0);
-      if (has1) v1 += __ldcg(p.residual + r0 + 1);
-    }
-    p.y[r0] = v0;
-    if (has1) p.y[r0 + 1] = v1;
-  }
-}
 
 // Vector path. Shared memory: kStage != kXL1: x (normalized when kNorm, pre-scaled for int4) as
 // [kP][ps] float4 (float4 k of vector i at k * ps + i: a warp's 16-byte reads are consecutive, no
@@ -213,7 +187,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
   pdl_launch_dependents();
 
   // Prologue: the norm's 1 / rms, staging x, int4's group sums; x read in batches of kB float4s per
-  // thread so the loads overlap (74 KB of x is 18.5 float4s per thread).
+  // thread so the loads overlap (74 KB of x is 18.5 float4s per thread). (kB = 2 for the smaller x,
+  // as gemv.cu does, made the 64-register variants spill: int4 gate/up 26.4 -> 31.3 us.)
   constexpr int kB = kStage == kXSmemBig ? 4 : 1;
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
@@ -401,46 +376,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
   }
 }
 
-// Any shape and alignment: one output per warp, one element per lane per step, each weight
-// dequantized on its own (int8 / fp8: q, the row scale applied to the sum; int4: q s + m).
-template <typename F, bool kNorm, bool kSwiglu>
-__global__ void __launch_bounds__(kThreads) gemv_q_scalar(const QParams p) {
-  constexpr int kR = kSwiglu ? 2 : 1;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  pdl_wait();
-  pdl_launch_dependents();
-  float inv = 1.0f;
-  if constexpr (kNorm) {
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < p.cols; i += kThreads) {
-      const float v = p.x[i];
-      ss += v * v;
-    }
-    inv = block_inv_rms(ss, p.cols, p.eps);
-  }
-  for (int o = blockIdx.x + gridDim.x * warp; o < p.outs; o += gridDim.x * kWarps) {
-    float acc[kR];
-#pragma unroll
-    for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
-#pragma unroll 4
-    for (int c = lane; c < p.cols; c += 32) {
-      float xv = p.x[c];
-      if constexpr (kNorm) xv = bf16f(p.g[c]) * (xv * inv);
-#pragma unroll
-      for (int r = 0; r < kR; ++r) acc[r] = fmaf(F::elem(p, o + r * p.half, c), xv, acc[r]);
-    }
-#pragma unroll
-    for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
-    if (lane == 0) {
-      if constexpr (!F::kGroups) {
-#pragma unroll
-        for (int r = 0; r < kR; ++r) acc[r] *= p.row_scale[o + r * p.half];
-      }
-      finish<kSwiglu>(p, o, acc[0], acc[kR - 1], false);
-    }
-  }
-}
+#include "kernels/gemv_quant_scalar.cuh"  // gemv_q_scalar, the element-wise kernel
 
 using KernelFn = void (*)(QParams);
 
@@ -506,6 +442,13 @@ Plan plan_fmt(const QGemvArgs& a) {
   const std::size_t x_staged = static_cast<std::size_t>(F::kCols / 4) * staged_plane(a.cols / F::kCols, F::kCols / 4) * 16;
   const std::size_t sum_bytes = F::kGroups ? static_cast<std::size_t>(quant_groups(a.cols)) * sizeof(float) : 0;
   const int vecs = a.cols / F::kCols;
+  if constexpr (F::kGroups) {
+    // int4 on tensor cores when asked for and the shape allows it.
+    if ((g_tuning.mma == 2 || g_tuning.mma == 4) && gemv_q4_mma_fits(a)) {
+      pl.knobs = QGemvTuning{0, 0, 0, 0, 0, g_tuning.mma, gemv_q4_mma_tile_warps(a, g_tuning.mma, g_tuning.mma_tile_warps)};
+      return pl;
+    }
+  }
 
   int stage = kXL1;
   if (vec && x_bytes <= std::min<std::size_t>(kStageMaxBytes, dev.smem_optin)) {
@@ -568,14 +511,27 @@ Plan plan_fmt(const QGemvArgs& a) {
   // l2_next: when some warps have a second item and most do not (as gemv.cu).
   const long long launched = static_cast<long long>(pl.blocks) * kWarps;
   const bool l2 = g_tuning.l2_next >= 0 ? g_tuning.l2_next != 0 : (pl.items > launched && pl.items <= 2 * launched);
-  if (vec) pl.knobs = QGemvTuning{rows, loads, pipe ? 1 : 0, l2 ? 1 : 0, stage == kXSmemBig ? 1 : 0};
-  else pl.knobs = QGemvTuning{0, 0, 0, 0, 0};
+  if constexpr (F::kGroups) {
+    // Automatic: int4 on tensor cores (4 groups in flight per warp, 8 warps per tile) for a
+    // normalized input without SwiGLU whose tiles all run at once: the q/k/v shape, 6.96 against
+    // 8.0 us (its RMSNorm prologue reads x once, into registers; the CUDA-core kernel's takes two
+    // passes). Everywhere else the CUDA-core kernel measured faster: o 4.5 against 5.6 us, down
+    // 17.9 / 24.1, gate/up 26.4 / 29.9, lm_head 94 / 105 (bench_gemv_quant --sweep, docs/PERFORMANCE.md).
+    if (g_tuning.mma < 0 && vec && norm && !a.swiglu && gemv_q4_mma_fits(a) &&
+        gemv_q4_mma_tile_warps(a, 4, g_tuning.mma_tile_warps) == 8) {
+      pl.knobs = QGemvTuning{0, 0, 0, 0, 0, 4, 8};
+      return pl;
+    }
+  }
+  if (vec) pl.knobs = QGemvTuning{rows, loads, pipe ? 1 : 0, l2 ? 1 : 0, stage == kXSmemBig ? 1 : 0, 0, 0};
+  else pl.knobs = QGemvTuning{0, 0, 0, 0, 0, 0, 0};
   return pl;
 }
 
 template <typename F>
 std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
   const Plan pl = plan_fmt<F>(a);
+  if (pl.knobs.mma != 0) return launch_gemv_q4_mma(a, pl.knobs.mma, pl.knobs.mma_tile_warps, stream);
   const int outs = a.swiglu ? a.rows / 2 : a.rows;
   const bool norm = a.norm_weight != nullptr;
   const int groups = static_cast<int>(quant_groups(a.cols));
@@ -612,13 +568,13 @@ std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
 void set_gemv_quant_tuning(const QGemvTuning& tuning) { g_tuning = tuning; }
 
 QGemvTuning gemv_quant_plan(const QGemvArgs& a) {
-  if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return QGemvTuning{0, 0, 0, 0, 0};
+  if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return QGemvTuning{0, 0, 0, 0, 0, 0, 0};
   switch (a.w.kind) {
     case QuantKind::int8_row: return plan_fmt<I8>(a).knobs;
     case QuantKind::fp8_row: return plan_fmt<F8>(a).knobs;
     case QuantKind::int4_group: return plan_fmt<I4>(a).knobs;
   }
-  return QGemvTuning{0, 0, 0, 0, 0};
+  return QGemvTuning{0, 0, 0, 0, 0, 0, 0};
 }
 
 std::size_t launch_gemv_quant(const QGemvArgs& a, cudaStream_t stream) {

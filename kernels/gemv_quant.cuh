@@ -46,18 +46,26 @@ std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
 //                  of each item;
 //   stage_x:       x larger than 16 KB (the down projection's 74 KB): 1: staged in shared memory, 2
 //                  blocks per SM; 0: read through L1, 4 blocks per SM. Not used with SwiGLU.
+//   mma:           int4 only: 2 or 4: the tensor-core kernel (kernels/gemv_q4_mma.cu) with that many
+//                  groups of 128 columns in flight per warp (the other knobs then do not apply and
+//                  read 0); 0: the CUDA-core kernel. Shapes the tensor-core kernel cannot run take
+//                  the CUDA-core kernel whatever this says;
+//   mma_tile_warps: with mma: warps per 16-row tile, 8 or 4 (a block then runs two tiles at once).
 struct QGemvTuning {
   int rows_per_item = 0;  // 0 auto, 1 or 2
   int loads = 0;          // 0 auto, 4 or 8
   int pipeline = -1;      // -1 auto, 0 / 1
   int l2_next = -1;       // -1 auto, 0 / 1
   int stage_x = -1;       // -1 auto, 0 / 1
+  int mma = -1;           // -1 auto, 0, 2 or 4
+  int mma_tile_warps = 0; // 0 auto, 4 or 8
 };
 void set_gemv_quant_tuning(const QGemvTuning& tuning);
 
 // The knobs launch_gemv_quant would use for `args` on the current device under the current tuning,
-// all resolved (stage_x: 1 when x is staged at 2 blocks per SM, else 0); rows_per_item 0 for the
-// element-wise path or an empty problem. For the benchmark's sweep (duplicate plans) and tests.
+// all resolved (stage_x: 1 when x is staged at 2 blocks per SM, else 0; mma: the depth when the
+// tensor-core kernel runs, else 0); rows_per_item and mma 0 for the element-wise path or an empty
+// problem. For the benchmark's sweep (duplicate plans) and tests.
 QGemvTuning gemv_quant_plan(const QGemvArgs& args);
 
 }  // namespace cosmos::kernels

@@ -231,13 +231,18 @@ const QuantKind kKinds[] = {QuantKind::int8_row, QuantKind::fp8_row, QuantKind::
 
 std::string knobs_str(const QGemvTuning& t) {
   char buf[96];
-  std::snprintf(buf, sizeof buf, "rows=%d loads=%d pipe=%d l2=%d stage_x=%d", t.rows_per_item, t.loads, t.pipeline,
-                t.l2_next, t.stage_x);
+  if (t.mma != 0) {
+    std::snprintf(buf, sizeof buf, "tensor cores, depth=%d tile_warps=%d", t.mma, t.mma_tile_warps);
+  } else {
+    std::snprintf(buf, sizeof buf, "rows=%d loads=%d pipe=%d l2=%d stage_x=%d", t.rows_per_item, t.loads, t.pipeline,
+                  t.l2_next, t.stage_x);
+  }
   return buf;
 }
 bool same_knobs(const QGemvTuning& a, const QGemvTuning& b) {
   return a.rows_per_item == b.rows_per_item && a.loads == b.loads && a.pipeline == b.pipeline &&
-         a.l2_next == b.l2_next && a.stage_x == b.stage_x;
+         a.l2_next == b.l2_next && a.stage_x == b.stage_x && a.mma == b.mma &&
+         a.mma_tile_warps == b.mma_tile_warps;
 }
 
 // --sweep: every knob combination (graph + PDL) per format and model matrix, combinations that
@@ -278,7 +283,9 @@ int sweep(double copy_gbs, cudaStream_t stream, const char* only_fmt) {
         for (int loads : {4, 8})
           for (int pipe : {0, 1})
             for (int l2 : {0, 1})
-              for (int st : {0, 1}) time_with(QGemvTuning{rows, loads, pipe, l2, st}, false);
+              for (int st : {0, 1}) time_with(QGemvTuning{rows, loads, pipe, l2, st, 0, 0}, false);
+      for (int mma : {2, 4})
+        for (int tw : {4, 8}) time_with(QGemvTuning{0, 0, -1, -1, -1, mma, tw}, false);
       cosmos::kernels::set_gemv_quant_tuning(QGemvTuning{});
       const Tried* best = &tried[0];
       for (const Tried& d : tried)
