@@ -30,6 +30,17 @@ __device__ __forceinline__ float block_inv_rms(float ss, int cols, float eps) {
   return 1.0f / sqrtf(total / static_cast<float>(cols) + eps);
 }
 
+// block_inv_rms over x[0, cols) read element by element (any length and alignment): the
+// element-wise kernels' RMSNorm prologue. Call from all threads of a block of kBlockWarps warps.
+__device__ __forceinline__ float block_inv_rms_of(const float* x, int cols, float eps) {
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < cols; i += kBlockWarps * 32) {
+    const float v = x[i];
+    ss += v * v;
+  }
+  return block_inv_rms(ss, cols, eps);
+}
+
 // SM count and opt-in shared memory per block of the current device, queried once per device.
 struct DeviceShape {
   int sms = 1, smem_optin = 48 * 1024;

@@ -31,6 +31,7 @@
 
 #include "kernels/gemv_common.cuh"
 #include "kernels/gemv_q4_mma.cuh"
+#include "kernels/gemv_quant_formats.cuh"
 #include "kernels/mma_bf16.cuh"
 #include "kernels/pdl.cuh"
 
@@ -38,6 +39,10 @@ namespace cosmos::kernels {
 namespace {
 
 using gemv_common::block_inv_rms;
+using qgemv::bf16f;
+using qgemv::params_of;
+using qgemv::QParams;
+using qgemv::word;
 
 constexpr int kWarps = gemv_common::kBlockWarps;
 constexpr int kThreads = kWarps * 32;
@@ -50,25 +55,6 @@ constexpr std::size_t kSmemPerGroup = 4 * kFragStride * sizeof(uint2) + sizeof(f
 // + 8 h of one group's fragments, < 64.
 constexpr int kZeroFrag = 64;
 
-struct Q4Params {
-  const std::uint8_t* q;       // [rows][cols / 2] nibbles, column 2b in the low nibble of byte b
-  const std::uint16_t* gs;     // [rows][groups] bf16 scales
-  const std::uint16_t* gm;     // [rows][groups] bf16 minimums
-  const float* x;              // [cols]
-  const std::uint16_t* bias;   // [rows] bf16 or null
-  const float* residual;       // [outs] or null; may alias y
-  float* y;                    // [outs]
-  const std::uint16_t* g;      // [cols] bf16 norm weight (kNorm)
-  float eps;
-  int rows, cols, outs, half;  // half: SwiGLU row offset of the up rows (outs), else 0
-  int row_bytes, groups, tiles;
-};
-
-__device__ __forceinline__ float bf16f(unsigned bits) { return __uint_as_float(bits << 16); }
-
-__device__ __forceinline__ unsigned word_of(const uint4& v, int j) {
-  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
-}
 
 // bf16 pair (128 + nibble s, 128 + nibble s + 4) of word u: one LOP3 (a & b) | c (left to itself
 // the compiler emits two, one per immediate).
@@ -89,7 +75,7 @@ __device__ __forceinline__ void split(float v, unsigned& hi, unsigned& lo, float
 }
 
 template <bool kNorm, bool kSwiglu, int kJ, int kTW>
-__global__ void __launch_bounds__(kThreads, kJ == 4 ? 3 : 4) gemv_q4_mma(const Q4Params p) {
+__global__ void __launch_bounds__(kThreads, kJ == 4 ? 3 : 4) gemv_q4_mma(const QParams p) {
   constexpr int kTPB = kWarps / kTW;  // tiles a block runs at a time, kTW warps each
   extern __shared__ uint2 frag[];     // [groups][4 words][kFragStride]: B fragments (x hi / lo)
   uint2* zero = frag + static_cast<std::size_t>(p.groups) * 4 * kFragStride;  // [kZeroFrag]: lanes >= 8's B
@@ -131,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, kJ == 4 ? 3 : 4) gemv_q4_mma(const Q
   const int stride = static_cast<int>(gridDim.x) * kTPB;  // tiles per round of the grid
   int base = static_cast<int>(blockIdx.x) * kTPB;          // the block's first tile this round (block-uniform)
   Ptrs cur = ptrs_of(base + ts);
-  if (base + ts < p.tiles) {
+  if (base + ts < p.items) {
 #pragma unroll
     for (int j = 0; j < kJ; ++j)
       if (j < nj) load(j, cur, j);
@@ -187,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, kJ == 4 ? 3 : 4) gemv_q4_mma(const Q
         if (ok) {
           const uint4 gw = __ldg(reinterpret_cast<const uint4*>(p.g) + 16 * (q >> 2) + 4 * tt + (q & 3));
 #pragma unroll
-          for (int e = 0; e < 8; ++e) v[b][e] = bf16f((word_of(gw, e / 2) >> (16 * (e & 1))) & 0xFFFFu) * (v[b][e] * inv);
+          for (int e = 0; e < 8; ++e) v[b][e] = bf16f((word(gw, e / 2) >> (16 * (e & 1))) & 0xFFFFu) * (v[b][e] * inv);
         }
       }
       float part = 0.0f;
@@ -212,9 +198,9 @@ __global__ void __launch_bounds__(kThreads, kJ == 4 ? 3 : 4) gemv_q4_mma(const Q
   __syncthreads();
 
   float acc0 = 0.0f, acc1 = 0.0f;  // lanes t == 0: rows g and g + 8 of the current tile
-  for (int i = 0; base < p.tiles; ++i, base += stride) {
+  for (int i = 0; base < p.items; ++i, base += stride) {
     const int T = base + ts;
-    const bool live = T < p.tiles, next_live = T + stride < p.tiles;
+    const bool live = T < p.items, next_live = T + stride < p.items;
     const int n0 = tile_row(T + stride, 0), n1 = tile_row(T + stride, 1);  // clamped: valid even past the end
     // The epilogue's inputs for this tile, read by the warp that will finish it (lanes < 16: tile
     // row `lane`; SwiGLU: lanes < 8 the gate rows, 8 .. 15 the up rows).
@@ -242,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, kJ == 4 ? 3 : 4) gemv_q4_mma(const Q
             const uint2* fb = lane < 8 ? frag + static_cast<std::size_t>(G) * 4 * kFragStride + lane : zero;
 #pragma unroll
             for (int w = 0; w < 4; ++w) {
-              const unsigned ua = word_of(A[j][0], w), ub = word_of(A[j][1], w);
+              const unsigned ua = word(A[j][0], w), ub = word(A[j][1], w);
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
                 const uint2 b = fb[w * kFragStride + h * 8];
@@ -298,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, kJ == 4 ? 3 : 4) gemv_q4_mma(const Q
   }
 }
 
-using KernelFn = void (*)(Q4Params);
+using KernelFn = void (*)(QParams);
 
 template <bool kNorm, bool kSwiglu, int kTW>
 KernelFn pick_depth(int depth) {
@@ -359,36 +345,16 @@ int gemv_q4_mma_tile_warps(const QGemvArgs& a, int depth, int requested) {
 
 std::size_t launch_gemv_q4_mma(const QGemvArgs& a, int depth, int tile_warps, cudaStream_t stream) {
   const bool norm = a.norm_weight != nullptr;
-  const int outs = a.swiglu ? a.rows / 2 : a.rows;
-  Q4Params p{};
-  p.q = a.w.q;
-  p.gs = a.w.group_scale;
-  p.gm = a.w.group_min;
-  p.x = a.x;
-  p.bias = reinterpret_cast<const std::uint16_t*>(a.bias);
-  p.residual = a.residual;
-  p.y = a.y;
-  p.g = reinterpret_cast<const std::uint16_t*>(a.norm_weight);
-  p.eps = a.norm_eps;
-  p.rows = a.rows;
-  p.cols = a.cols;
-  p.outs = outs;
-  p.half = a.swiglu ? outs : 0;
-  p.row_bytes = a.cols / 2;
-  p.groups = a.cols / kGroupCols;
-  p.tiles = tile_count(a);
+  QParams p = params_of(a);
+  p.items = tile_count(a);
 
   const int tw = gemv_q4_mma_tile_warps(a, depth, tile_warps);
   const KernelFn kernel = pick(norm, a.swiglu, depth, tw);
   const std::size_t smem = smem_bytes(a.cols);
   const int occ = occupancy(kernel, smem);
-  const int blocks = std::min((p.tiles + kWarps / tw - 1) / (kWarps / tw), gemv_common::device_shape().sms * occ);
+  const int blocks = std::min((p.items + kWarps / tw - 1) / (kWarps / tw), gemv_common::device_shape().sms * occ);
   (void)launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, stream, p);
-
-  const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
-                    n = static_cast<std::size_t>(outs);
-  return r * static_cast<std::size_t>(p.row_bytes) + r * static_cast<std::size_t>(p.groups) * 4 + c * 4 +
-         (norm ? c * 2 : 0) + (a.bias ? r * 2 : 0) + (a.residual ? n * 4 : 0) + n * 4;
+  return qgemv::bytes_moved(a);
 }
 
 }  // namespace cosmos::kernels

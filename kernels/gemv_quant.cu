@@ -532,35 +532,11 @@ template <typename F>
 std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
   const Plan pl = plan_fmt<F>(a);
   if (pl.knobs.mma != 0) return launch_gemv_q4_mma(a, pl.knobs.mma, pl.knobs.mma_tile_warps, stream);
-  const int outs = a.swiglu ? a.rows / 2 : a.rows;
-  const bool norm = a.norm_weight != nullptr;
-  const int groups = static_cast<int>(quant_groups(a.cols));
-  QParams p{};
-  p.q = a.w.q;
-  p.row_scale = a.w.row_scale;
-  p.gs = a.w.group_scale;
-  p.gm = a.w.group_min;
-  p.x = a.x;
-  p.bias = reinterpret_cast<const std::uint16_t*>(a.bias);
-  p.residual = a.residual;
-  p.y = a.y;
-  p.g = reinterpret_cast<const std::uint16_t*>(a.norm_weight);
-  p.eps = a.norm_eps;
-  p.rows = a.rows;
-  p.cols = a.cols;
-  p.outs = outs;
+  QParams p = params_of(a);
   p.items = pl.items;
-  p.half = a.swiglu ? outs : 0;
-  p.row_bytes = static_cast<int>(quant_row_bytes(a.w.kind, a.cols));
-  p.groups = groups;
   p.l2_next = pl.knobs.l2_next;
   (void)launch_pdl(pl.kernel, dim3(static_cast<unsigned>(pl.blocks)), dim3(kThreads), pl.smem, stream, p);
-
-  const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
-                    n = static_cast<std::size_t>(outs);
-  const std::size_t scales = F::kGroups ? r * static_cast<std::size_t>(groups) * 4 : r * 4;
-  return r * static_cast<std::size_t>(p.row_bytes) + scales + c * 4 + (norm ? c * 2 : 0) + (a.bias ? r * 2 : 0) +
-         (a.residual ? n * 4 : 0) + n * 4;
+  return bytes_moved(a);
 }
 
 }  // namespace

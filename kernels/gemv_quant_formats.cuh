@@ -1,6 +1,6 @@
-// kernels/gemv_quant.cu's kernel parameters and its three weight formats (how a 16-byte vector of
-// int8, fp8 or int4 weights meets its x values); see the top comment of gemv_quant.cu for the
-// arithmetic. Included by gemv_quant.cu only.
+// kernels/gemv_quant.cu's kernel parameters (also those of kernels/gemv_q4_mma.cu) and its three
+// weight formats (how a 16-byte vector of int8, fp8 or int4 weights meets its x values); see the
+// top comment of gemv_quant.cu for the arithmetic. Included by those two files only.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "kernels/gemv_quant.cuh"
 #include "kernels/quant_format.cuh"
 
 namespace cosmos::kernels::qgemv {
@@ -25,12 +26,45 @@ struct QParams {
   const std::uint16_t* g;  // norm weight, bf16 bits
   float eps;
   int rows, cols, outs;
-  int items;      // vector path: warp items; element-wise path: outputs
+  int items;      // vector path: warp items; element-wise path: outputs; tensor cores: 16-row tiles
   int half;       // swiglu: F (row offset of the up rows); else 0
   int row_bytes;  // bytes of q per row
   int groups;     // int4 groups per row
   int l2_next;    // vector path: prefetch the next item's rows into L2
 };
+
+// The fields every kernel shares, from the launch arguments (items, l2_next: the caller's).
+inline QParams params_of(const QGemvArgs& a) {
+  QParams p{};
+  const int outs = a.swiglu ? a.rows / 2 : a.rows;
+  p.q = a.w.q;
+  p.row_scale = a.w.row_scale;
+  p.gs = a.w.group_scale;
+  p.gm = a.w.group_min;
+  p.x = a.x;
+  p.bias = reinterpret_cast<const std::uint16_t*>(a.bias);
+  p.residual = a.residual;
+  p.y = a.y;
+  p.g = reinterpret_cast<const std::uint16_t*>(a.norm_weight);
+  p.eps = a.norm_eps;
+  p.rows = a.rows;
+  p.cols = a.cols;
+  p.outs = outs;
+  p.half = a.swiglu ? outs : 0;
+  p.row_bytes = static_cast<int>(quant_row_bytes(a.w.kind, a.cols));
+  p.groups = static_cast<int>(quant_groups(a.cols));
+  return p;
+}
+
+// What a launch moves, in bytes: q, the scales (int4: a scale and a minimum per group), x, the norm
+// weight, the bias, the residual and y.
+inline std::size_t bytes_moved(const QGemvArgs& a) {
+  const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
+                    n = static_cast<std::size_t>(a.swiglu ? a.rows / 2 : a.rows);
+  const std::size_t scales = a.w.kind == QuantKind::int4_group ? r * quant_groups(a.cols) * 4 : r * 4;
+  return r * quant_row_bytes(a.w.kind, a.cols) + scales + c * 4 + (a.norm_weight ? c * 2 : 0) + (a.bias ? r * 2 : 0) +
+         (a.residual ? n * 4 : 0) + n * 4;
+}
 
 __device__ __forceinline__ float bf16f(unsigned bits) { return __uint_as_float(bits << 16); }
 

@@ -40,14 +40,7 @@ __global__ void __launch_bounds__(kThreads) gemv_q_scalar(const QParams p) {
   pdl_wait();
   pdl_launch_dependents();
   float inv = 1.0f;
-  if constexpr (kNorm) {
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < p.cols; i += kThreads) {
-      const float v = p.x[i];
-      ss += v * v;
-    }
-    inv = block_inv_rms(ss, p.cols, p.eps);
-  }
+  if constexpr (kNorm) inv = gemv_common::block_inv_rms_of(p.x, p.cols, p.eps);
   for (int o = blockIdx.x + gridDim.x * warp; o < p.outs; o += gridDim.x * kWarps) {
     float acc[kR];
 #pragma unroll
