@@ -1,29 +1,31 @@
 // int4 decode matrix-vector product on tensor cores (kernels/gemv_q4_mma.cuh). The CUDA-core kernel
-// (gemv_quant.cu) spends ~4.5 instructions per weight (ncu), so it cannot keep up with the memory;
-// here the products run as mma.m16n8k16 (bf16 inputs, fp32 accumulation) and a weight costs about
-// one instruction: a shift and a LOP3 per two weights, and 1/8 of an mma.
+// (gemv_quant.cu) spends ~4.5 instructions per weight (ncu); here the products run as mma.m16n8k16
+// (bf16 inputs, fp32 accumulation): ncu counts 2.7 instructions per weight (a LOP3 per two weights,
+// 3 shifts per 8, 1/8 of an mma, and the per-group epilogue). Measured (docs/PERFORMANCE.md, session
+// 6) it beats the CUDA-core kernel only on the q/k/v shape; the automatic choice (gemv_quant.cu,
+// plan_fmt) uses it there. Both are latency-bound: see "Next" in docs/PERFORMANCE.md.
 //
-// The problem as mma: A = a 16-row tile of W (16 x 16 per mma), B = 16 x 8 with x in column 0
-// split as x = hi + lo, hi in column 0 and lo in column 1 (bf16 each, so x keeps 16 significant
-// bits; the other 6 columns are zero), D columns 0 + 1 = the 16 rows' dot products. The order of k
-// inside an mma is free as long as A and B agree, so each lane dequantizes the 16-byte vector it
-// loaded itself, no shuffles: lane (g, t) = (lane / 4, lane % 4) loads bytes 64 G + 16 t of rows g
-// and g + 8 of the tile (columns 128 G + 32 t .. + 31, group G), and 32-bit word w of it feeds two
-// mmas (h = 0, 1): A slots (2t, 2t+1) take the nibbles 2h and 2h + 4 of the word, slots (2t+8,
-// 2t+9) the nibbles 2h + 1 and 2h + 5. One LOP3 makes a pair: ((u >> 4s) & 0x000F000F) |
-// 0x43004300 is the bf16 pair (128 + q_s, 128 + q_{s+4}), exact. B holds x in the same order,
-// prepared once per block in shared memory as the lanes' fragments ("frag" below).
+// The problem as mma: A = a 16-row tile of W (16 x 16 per mma), B = 16 x 8 with x split as
+// x = hi + lo, hi in column 0 and lo in column 1 (bf16 each, so x keeps 16 significant bits; the
+// other 6 columns are zero), D columns 0 + 1 = the 16 rows' dot products. The order of k inside an
+// mma is free as long as A and B agree, so each lane dequantizes the 16-byte vector it loaded
+// itself, no shuffles: lane (g, t) = (lane / 4, lane % 4) loads bytes 64 G + 16 t of rows g and
+// g + 8 of the tile (columns 128 G + 32 t .. + 31, group G), and 32-bit word w of it feeds two mmas
+// (h = 0, 1): A slots (2t, 2t+1) take the nibbles 2h and 2h + 4 of the word, slots (2t+8, 2t+9) the
+// nibbles 2h + 1 and 2h + 5. One LOP3 makes a pair: ((u >> 4s) & 0x000F000F) | 0x43004300 is the
+// bf16 pair (128 + q_s, 128 + q_{s+4}), exact. B holds x in the same order, prepared once per
+// block in shared memory as the lanes' fragments ("frag" below).
 // Per group G and row: D_G = sum_c (128 + q_c)(hi_c + lo_c) = sum q_c x'_c + 128 X'_G with
 // x' = hi + lo and X'_G = sum of x' over the group, so the row gains s_G (D_G - 128 X'_G) + m_G X'_G
 // (fp32; the q + 128 offset costs a few bits of the accumulator's 24, covered by the test's bound).
 //
 // Work: tiles of 16 rows (SwiGLU: 8 gate rows and their 8 up rows, rows g and g + 8, so one lane
-// holds an output's gate and up); each block runs whole tiles, its 8 warps splitting the groups
-// (warp w takes groups w, w + 8, ..), a deterministic reduction through shared memory at the end of
-// a tile, and the epilogue (bias, SwiGLU, residual) in one warp. Loads: kJ groups per warp in
-// flight (2 x 16 bytes per lane each); a slot is refilled with its next group (this tile's next
-// round or the next tile's first) right after it is consumed; the first loads go out before
-// pdl_wait(). Grid: at most one wave of blocks, tiles dealt round-robin.
+// holds an output's gate and up); kTW = 8 or 4 warps per tile splitting its groups (warp w of the
+// tile takes groups w, w + kTW, ..; a block runs 8 / kTW tiles at once), a deterministic reduction
+// through shared memory at the end of a tile, and the epilogue (bias, SwiGLU, residual) in one warp.
+// Loads: kJ groups per warp in flight (2 x 16 bytes per lane each); a slot is refilled with its next
+// group (this tile's next round or the next tile's first) right after it is consumed; the first
+// loads go out before pdl_wait(). Grid: at most one wave of blocks, tiles dealt round-robin.
 #include <algorithm>
 #include <cstdint>
 
