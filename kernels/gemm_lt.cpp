@@ -1,6 +1,7 @@
 #include "kernels/gemm_lt.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace cosmos::kernels {
 namespace {
@@ -14,6 +15,13 @@ std::string status_text(const char* call, cublasStatus_t st) {
     const cublasStatus_t st_ = (call);                          \
     if (st_ != CUBLAS_STATUS_SUCCESS) return status_text(#call, st_); \
   } while (0)
+
+// The scale vectors of an fp8 product (attributes of the op, set before each call).
+std::string set_scales(cublasLtMatmulDesc_t op, const float* w_scale, const float* x_scale) {
+  LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
+  LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale)));
+  return {};
+}
 
 }  // namespace
 
@@ -36,11 +44,24 @@ std::string GemmLt::init(void* workspace, std::size_t workspace_bytes) {
 
 // cuBLASLt is column-major: y^T [rows, n] = W [rows, cols] (stored as W^T col-major, ld = cols,
 // op T) x x^T [cols, n] (x row-major = col-major [cols, n], ld = cols, op N).
+// fp8: A (W) and B (x) in E4M3 with outer-vector scales: A's vector has M = rows elements, B's N = n.
 std::string GemmLt::describe(const Key& key, Plan& p) {
   const auto [n, rows, cols, accumulate, type_int, out_int] = key;
-  const cudaDataType_t t = static_cast<ElemType>(type_int) == ElemType::f16 ? CUDA_R_16F : CUDA_R_16BF;
-  const cudaDataType_t out = static_cast<ElemType>(out_int) == ElemType::f32 ? CUDA_R_32F : t;
+  const bool fp8 = type_int == kFp8;
+  const cudaDataType_t t = fp8 ? CUDA_R_8F_E4M3 : static_cast<ElemType>(type_int) == ElemType::f16 ? CUDA_R_16F : CUDA_R_16BF;
+  const ElemType out_e = static_cast<ElemType>(out_int);
+  const cudaDataType_t out = out_e == ElemType::f32 ? CUDA_R_32F : out_e == ElemType::f16 ? CUDA_R_16F : CUDA_R_16BF;
   LT_TRY(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  if (fp8) {
+    const std::int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+    // The heuristic refuses null scale pointers (CUBLAS_STATUS_INVALID_VALUE, measured on the
+    // H200): placeholders that are never read; each call sets the real vectors.
+    const void* placeholder = workspace_;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof(placeholder)));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof(placeholder)));
+  }
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
@@ -113,10 +134,11 @@ void destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLa
 
 std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, int rows, int cols, bool accumulate,
                                            ElemType type, ElemType out_type, cudaStream_t stream, int max_algos,
-                                           int reps, std::string& error) {
+                                           int reps, std::string& error, const float* w_scale, const float* x_scale) {
   std::vector<float> times;
   error.clear();
-  const Key key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type)};
+  const int type_key = w_scale ? kFp8 : static_cast<int>(type);
+  const Key key{n, rows, cols, accumulate, type_key, static_cast<int>(out_type)};
   Plan p;
   std::vector<cublasLtMatmulHeuristicResult_t> found;
   void* scratch = nullptr;
@@ -127,7 +149,8 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
   };
-  if ((error = describe(key, p)).empty()) error = candidates(key, p, max_algos, found);
+  if ((error = describe(key, p)).empty() && w_scale) error = set_scales(p.op, w_scale, x_scale);
+  if (error.empty()) error = candidates(key, p, max_algos, found);
   const std::size_t out_bytes = static_cast<std::size_t>(rows) * n * elem_size(out_type);
   if (error.empty() && cudaMalloc(&scratch, out_bytes) != cudaSuccess) {
     cudaGetLastError();
@@ -177,12 +200,39 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
 
 std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, int cols, bool accumulate, ElemType type,
                         cudaStream_t stream, ElemType out_type) {
-  if (!handle_) return "cuBLASLt is not initialized";
   if (type != ElemType::bf16 && type != ElemType::f16) return "GemmLt: inputs must be bf16 or fp16";
   if (out_type != ElemType::f32 && (out_type != type || accumulate))
     return "GemmLt: the output is fp32, or the input type without accumulation";
+  return run_key(Key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type)}, w, x, y, stream,
+                 nullptr, nullptr);
+}
+
+std::string GemmLt::run_fp8(const void* w, const float* w_scale, const void* x, const float* x_scale, void* y, int n,
+                            int rows, int cols, bool accumulate, cudaStream_t stream, ElemType out_type) {
+  if (!w_scale || !x_scale) return "GemmLt: an fp8 product needs both scale vectors";
+  if (out_type != ElemType::f32 && (out_type != ElemType::bf16 || accumulate))
+    return "GemmLt: the fp8 product's output is fp32, or bf16 without accumulation";
+  if (cols % 16 != 0) return "GemmLt: fp8 products need a multiple of 16 columns, not " + std::to_string(cols);
+  return run_key(Key{n, rows, cols, accumulate, kFp8, static_cast<int>(out_type)}, w, x, y, stream, w_scale, x_scale);
+}
+
+std::string GemmLt::probe_fp8(int n, int rows, int cols, bool accumulate, ElemType out_type) {
+  if (!handle_) return "cuBLASLt is not initialized";
+  if (cols % 16 != 0) return "fp8 products need a multiple of 16 columns, not " + std::to_string(cols);
+  const Key key{n, rows, cols, accumulate, kFp8, static_cast<int>(out_type)};
+  Plan p;
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  std::string err = describe(key, p);
+  if (err.empty()) err = candidates(key, p, 1, found);
+  destroy(p.op, p.a, p.b, p.c);
+  return err;
+}
+
+std::string GemmLt::run_key(const Key& key, const void* w, const void* x, void* y, cudaStream_t stream,
+                            const float* w_scale, const float* x_scale) {
+  if (!handle_) return "cuBLASLt is not initialized";
+  const auto [n, rows, cols, accumulate, type_int, out_int] = key;
   if (n <= 0) return {};
-  const Key key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type)};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -191,7 +241,10 @@ std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, 
       // A tuning failure (for example no memory for the scratch output) keeps the heuristic's
       // choice; the reason is kept for the caller to report (tune_error()).
       std::string err;
-      (void)time_candidates(w, x, n, rows, cols, accumulate, type, out_type, stream, kTuneCandidates, 2, err);
+      // (For fp8 the type argument is not used: the scales make it an fp8 product.)
+      const ElemType type = type_int == kFp8 ? ElemType::bf16 : static_cast<ElemType>(type_int);
+      (void)time_candidates(w, x, n, rows, cols, accumulate, type, static_cast<ElemType>(out_int), stream,
+                            kTuneCandidates, 2, err, w_scale, x_scale);
       if (!err.empty()) tune_error_ = err;
     }
     Plan p;
@@ -202,6 +255,8 @@ std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, 
     it = plans_.emplace(key, p).first;
   }
   const Plan& p = it->second;
+  if (w_scale)
+    if (std::string err = set_scales(p.op, w_scale, x_scale); !err.empty()) return err;
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   LT_TRY(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo, workspace_,
                         workspace_bytes_, stream));

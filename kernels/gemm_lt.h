@@ -2,6 +2,10 @@
 //   y[n, rows] = x[n, cols] (bf16 or fp16) . W[rows, cols]^T (same type)  (+ y when accumulate)
 // fp32 accumulation; y fp32, or the input type (halves the bytes of wide outputs such as gate/up);
 // `accumulate` adds the residual in place (beta = 1, C = D = y, fp32 only).
+// fp8 (run_fp8, GPUs with fp8 tensor cores: sm_89+): W and x in E4M3 with fp32 outer-vector scales,
+//   y[t, r] = w_scale[r] * x_scale[t] * sum_c e4m3(W[r, c]) e4m3(x[t, c])  (+ y when accumulate)
+// (the per-output-channel weight scales of the fp8 format, per-token activation scales from
+// kernels/quantize_act.cuh), fp32 accumulation, y fp32 or bf16.
 // One GemmLt per stream owner: it holds the cuBLASLt handle, a workspace and the algorithm per
 // shape (looked up once, outside any graph capture). Autotuning (on unless set_autotune(false)):
 // the first product with n >= kTuneMinTokens of each (rows, cols, types) and power-of-two bucket of
@@ -40,12 +44,23 @@ class GemmLt {
   std::string run(const void* w, const void* x, void* y, int n, int rows, int cols, bool accumulate, ElemType type,
                   cudaStream_t stream, ElemType out_type = ElemType::f32);
 
+  // fp8 product (see the top): w [rows, cols] E4M3 bytes with w_scale [rows], x [n, cols] E4M3 with
+  // x_scale [n]; out_type f32 (accumulate allowed) or bf16. cols must be a multiple of 16 and the
+  // pointers 16-byte aligned (cuBLASLt's fp8 rules). Errors as run().
+  std::string run_fp8(const void* w, const float* w_scale, const void* x, const float* x_scale, void* y, int n,
+                      int rows, int cols, bool accumulate, cudaStream_t stream, ElemType out_type = ElemType::f32);
+  // Whether cuBLASLt on this GPU has an fp8 algorithm with outer-vector scales for this shape:
+  // empty, or the reason it has none (callers then keep the bf16 path and say why).
+  std::string probe_fp8(int n, int rows, int cols, bool accumulate, ElemType out_type = ElemType::f32);
+
   // Times up to max_algos of cuBLASLt's candidate algorithms for this product on these inputs
   // (output to a scratch allocation, y is not touched), median of `reps` runs each, in ms; entry 0
   // is the heuristic's first choice. Empty with `error` set on failure. For benchmarks and tuning.
+  // With w_scale and x_scale it times the fp8 product of run_fp8 (w and x E4M3; `type` unused).
   std::vector<float> time_candidates(const void* w, const void* x, int n, int rows, int cols, bool accumulate,
                                      ElemType type, ElemType out_type, cudaStream_t stream, int max_algos, int reps,
-                                     std::string& error);
+                                     std::string& error, const float* w_scale = nullptr,
+                                     const float* x_scale = nullptr);
   void set_autotune(bool on) { autotune_ = on; }
   // The last autotuning failure (empty when none), then cleared: the caller logs it.
   std::string take_tune_error() { return std::exchange(tune_error_, {}); }
@@ -65,6 +80,9 @@ class GemmLt {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, bool, int, int>;  // n, rows, cols, accumulate, type, out type
+  static constexpr int kFp8 = 100;  // Key's type for E4M3 inputs (ElemType has no fp8)
+  std::string run_key(const Key& key, const void* w, const void* x, void* y, cudaStream_t stream,
+                      const float* w_scale, const float* x_scale);
   std::string plan(const Key& key, Plan& out);
   std::string describe(const Key& key, Plan& p);  // op and layouts
   std::string candidates(const Key& key, Plan& p, int max_algos, std::vector<cublasLtMatmulHeuristicResult_t>& out);

@@ -1,9 +1,10 @@
 // The quantized precisions (int8, fp8, int4) on the CUDA backend. The GPU quantizes the same bytes
 // as the CPU backend (kernels/quantize.cu is bit-exact, test_gpu_quantize), so:
 //   - against the CPU backend at the same precision: every position's logits of a 512-token
-//     sequence (prefill: weights dequantized to bf16 for the tensor-core GEMMs, bf16 activations)
-//     and 48 one-token decode steps (the dequantizing gemv, fp32 activations) agree within the
-//     fast path's bf16 bound (kBf16Rel, as test_gpu_cuda_backend uses for bf16 weights);
+//     sequence (prefill: weights dequantized to bf16 for the tensor-core GEMMs, bf16 activations;
+//     fp8 on sm_89+: fp8 tensor cores, E4M3 activations) and 48 one-token decode steps (the
+//     dequantizing gemv, fp32 activations) agree within the fast path's bf16 bound (kBf16Rel, as
+//     test_gpu_cuda_backend uses for bf16 weights; fp8: kFp8ActRel);
 //   - against bf16 on the GPU: the model-level quality (largest relative logit error, KL, top-1
 //     agreement over 512 teacher-forced steps), printed "[ measured ]" and bounded as on the CPU
 //     (test_cpu_quant; the same quantized weights, so the same figures within the bf16 noise);
@@ -38,6 +39,12 @@ namespace cosmos {
 namespace {
 
 constexpr float kBf16Rel = 3e-2f;  // see test_cuda_backend.cpp
+// fp8 on GPUs with fp8 tensor cores: prefill products also round the activations to E4M3 per token
+// (W8A8, kernels/quantize_act.cuh: up to 2^-4 relative per element), the CPU keeps them in fp32.
+// Measured on the H200 (tiny model): prefill max rel error 0.087, decode (after a W8A8 prefill of
+// its prompt) 0.033. Bound: about 1.7x; a wrong scale or buffer gives errors of order 1. The exact
+// check of the fp8 products themselves is test_gpu_fp8_gemm (float64 on the same bytes).
+constexpr float kFp8ActRel = 0.15f;
 constexpr int kSteps = 512;
 
 std::vector<TokenId> prompt_ids() {
@@ -121,26 +128,30 @@ TEST_P(CudaQuant, PrefillAndDecodeMatchTheCpuAtTheSamePrecision) {
               "decode %d steps max rel error %.3g, top-1 %d/%d\n",
               std::string(to_string(p)).c_str(), prefill.positions, prefill.max_rel_err, prefill.agree,
               prefill.positions, steps, decode.max_rel_err, decode.agree, steps);
-  EXPECT_LT(prefill.max_rel_err, kBf16Rel);
-  EXPECT_LT(decode.max_rel_err, kBf16Rel);
+  const float bound = p == Precision::fp8 ? kFp8ActRel : kBf16Rel;
+  EXPECT_LT(prefill.max_rel_err, bound);
+  EXPECT_LT(decode.max_rel_err, bound);
 }
 
 struct Bounds {
   double max_rel_err, mean_kl, min_top1;
 };
 // test_cpu_quant's bounds (the same quantized weights; the tiny model's flat distributions make
-// top-1 fragile, see there).
+// top-1 fragile, see there), except fp8: on the GPU its prefill is W8A8 (above), measured on the
+// H200 against bf16: max rel error 0.120, KL mean 2.58e-3, top-1 422/512 (the CPU's W8A16: 0.106,
+// 1.5e-3, 450/512). Bounds about 2x the KL and 0.85x the agreement, as test_cpu_quant's.
 Bounds bounds(Precision p) {
   switch (p) {
     case Precision::int8: return {0.03, 1e-4, 0.93};
-    case Precision::fp8: return {0.16, 3e-3, 0.82};
+    case Precision::fp8: return {0.25, 6e-3, 0.70};
     default: return {0.33, 0.02, 0.62};
   }
 }
 
 // The random 7B shape, measured on the H200 (tests/gpu/run.sh --quant-7b, 2026-11-30):
 //   int8  max rel error 0.0336, KL mean 3.2e-4 nats, top-1 482/512;
-//   fp8   max rel error 0.172,  KL mean 9.1e-3,      top-1 335/512;
+//   fp8   max rel error 0.233,  KL mean 1.35e-2,     top-1 299/512 (W8A8 prefill; it was 0.172,
+//         9.1e-3, 335/512 with the weights dequantized to bf16 for prefill);
 //   int4  max rel error 0.425,  KL mean 0.054,       top-1 139/512.
 // Random weights are uniform, the worst case for a 16-level grid, and the random model's next-token
 // distributions are nearly flat (top-1 is decided by tiny margins), so top-1 agreement here says
@@ -149,7 +160,7 @@ Bounds bounds(Precision p) {
 Bounds bounds_7b(Precision p) {
   switch (p) {
     case Precision::int8: return {0.07, 1e-3, 0.75};
-    case Precision::fp8: return {0.35, 0.02, 0.52};
+    case Precision::fp8: return {0.45, 0.03, 0.47};
     default: return {0.8, 0.11, 0.21};
   }
 }

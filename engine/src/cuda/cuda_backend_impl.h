@@ -104,6 +104,16 @@ class CudaBackend final : public Backend {
   void write_quant_cache(const WeightSource& src);
   // The bf16/fp16 values a tensor-core GEMM reads: m's own, or m dequantized into dq_.
   Result<const void*> gemm_weight(const DevMatrix& m, int rows, int cols);
+  // A tensor-core product of several tokens: y [n, rows] out_type (= or += with accumulate) =
+  // x [n, cols] (wtype: bf16 / fp16, W's type or the type quantized W is dequantized to) . W^T. fp8 weights on fp8 tensor cores (fp8_gemm_): x is quantized per
+  // token into the second half of its own buffer (every activation buffer is sized for fp32, the
+  // GEMM input uses the first half): [n, cols] E4M3 at byte 2 n cols, [n] fp32 scales after it.
+  // Otherwise W's bf16/fp16 values (gemm_weight).
+  Status gemm_product(const void* x, const DevMatrix& w, kernels::ElemType wtype, void* y, int n, int rows, int cols,
+                      bool accumulate, kernels::ElemType out_type);
+  // Whether fp8 weights use fp8 tensor cores for passes of several tokens (set at load; the reason
+  // when not is logged).
+  void choose_fp8_gemm();
   // one forward pass (cuda_layers.cpp)
   struct MetaOffsets {
     std::size_t ids = 0, pos = 0, slots = 0, toff = 0, ctx = 0, tab = 0;
@@ -190,6 +200,7 @@ class CudaBackend final : public Backend {
   void* dq_ = nullptr;
   std::size_t dq_elems_ = 0;
   void* qstatus_ = nullptr;                // kernels::QuantStatus (device)
+  bool fp8_gemm_ = false;                  // fp8 weights: prefill GEMMs on fp8 tensor cores (W8A8)
   // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and
   // where each checkpoint matrix went (rows [row0, row0 + rows) of m).
   std::filesystem::path quant_cache_dir_;

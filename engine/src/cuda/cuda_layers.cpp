@@ -16,6 +16,7 @@
 #include "kernels/matmul_bf16.cuh"
 #include "kernels/prefill_attention.cuh"
 #include "kernels/quantize.cuh"
+#include "kernels/quantize_act.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope_kv.cuh"
 #include "kernels/sampling.cuh"
@@ -56,6 +57,25 @@ Result<const void*> CudaBackend::gemm_weight(const DevMatrix& m, int rows, int c
   return static_cast<const void*>(dq_);
 }
 
+Status CudaBackend::gemm_product(const void* x, const DevMatrix& w, ElemType wtype, void* y, int n, int rows, int cols,
+                                 bool accumulate, ElemType out_type) {
+  if (fp8_gemm_ && w.quantized && w.qm.kind == kernels::QuantKind::fp8_row) {
+    // [n, cols] E4M3 and [n] fp32 scales in the unused second half of x's buffer (see the header).
+    auto* xq = static_cast<std::uint8_t*>(const_cast<void*>(x)) + static_cast<std::size_t>(n) * cols * 2;
+    auto* xs = reinterpret_cast<float*>(xq + static_cast<std::size_t>(n) * cols);
+    kernels::launch_quantize_rows_fp8(x, wtype, n, cols, xq, xs, stream_);
+    if (std::string err = gemm_.run_fp8(w.qm.q, w.qm.row_scale, xq, xs, y, n, rows, cols, accumulate, stream_, out_type);
+        !err.empty())
+      return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
+    return ok_status();
+  }
+  auto wv = gemm_weight(w, rows, cols);
+  if (!wv) return wv.error();
+  if (std::string err = gemm_.run(*wv, x, y, n, rows, cols, accumulate, wtype, stream_, out_type); !err.empty())
+    return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
+  return ok_status();
+}
+
 Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, const void* bias, const float* residual,
                            float* y, int n, int rows, int cols, const void* norm_w, bool swiglu) {
   if (n == 1) {
@@ -83,10 +103,7 @@ Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, co
   } else if (!reference_math_) {
     if (bias || (residual && residual != y))
       return fail(make_error(ErrorCategory::internal, "backend.cuda", "GEMM path: bias or a separate residual"));
-    auto wv = gemm_weight(w, rows, cols);
-    if (!wv) return wv.error();
-    if (std::string err = gemm_.run(*wv, x, y, n, rows, cols, residual != nullptr, wtype, stream_); !err.empty())
-      return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
+    if (auto st = gemm_product(x, w, wtype, y, n, rows, cols, residual != nullptr, ElemType::f32); !st) return st;
   } else {
     kernels::MatmulArgs a;
     a.x = static_cast<const float*>(x);
@@ -213,10 +230,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       kernels::launch_rms_norm(x_, H, L.post_norm, h_, in_type, N, H, eps, stream_);
       if (gemm) {
         // gate/up stored in bf16/fp16 (as Hugging Face does): the widest activation, half the bytes.
-        auto wv = gemm_weight(L.gate_up, 2 * FF, H);
-        if (!wv) return wv.error();
-        if (std::string err = gemm_.run(*wv, h_, gu_, N, 2 * FF, H, false, wtype_, stream_, wtype_); !err.empty())
-          return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
+        if (auto st = gemm_product(h_, L.gate_up, wtype_, gu_, N, 2 * FF, H, false, wtype_); !st) return st;
         kernels::launch_swiglu(gu_, wtype_, act_, in_type, N, FF, stream_);
       } else {
         if (auto st = linear(h_, L.gate_up, wtype_, nullptr, nullptr, gu_, N, 2 * FF, H); !st) return st;

@@ -427,6 +427,7 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   TRY_ASSIGN(gemm_ws_, alloc(kGemmWorkspace, "GEMM workspace"));
   if (std::string err = gemm_.init(gemm_ws_, kGemmWorkspace); !err.empty())
     return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
+  choose_fp8_gemm();
   // Shared memory for the reference attention over the whole cache, set outside any graph capture.
   kernels::prepare_attention(static_cast<int>(cache_.shape().tokens()));
   CUDA_TRY(cudaGetLastError());
@@ -444,6 +445,36 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   return ensure_workspace(64, 1);
 #undef TRY_ASSIGN
 #undef TRY
+}
+
+// fp8 weights: prefill products on fp8 tensor cores (sm_89+) when cuBLASLt has an algorithm with
+// outer-vector scales for every layer shape; otherwise the weights are dequantized to bf16 for each
+// product, and the log says why.
+void CudaBackend::choose_fp8_gemm() {
+  fp8_gemm_ = false;
+  if (quant_ != kernels::QuantKind::fp8_row || reference_math_) return;
+  if (gpu_.sm_major * 10 + gpu_.sm_minor < 89) {
+    spdlog::info("cuda backend: {} (sm_{}{}) has no fp8 tensor cores; fp8 prefill dequantizes the weights to bf16",
+                 gpu_.name, gpu_.sm_major, gpu_.sm_minor);
+    return;
+  }
+  const ModelConfig& c = config_;
+  const int H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), FF = c.intermediate_size;
+  struct Shape {
+    int rows, cols;
+    bool accumulate;
+    ElemType out;
+  };
+  for (const Shape& s : {Shape{Q + 2 * KV, H, false, ElemType::f32}, Shape{H, Q, true, ElemType::f32},
+                         Shape{2 * FF, H, false, wtype_}, Shape{H, FF, true, ElemType::f32}}) {
+    if (std::string err = gemm_.probe_fp8(512, s.rows, s.cols, s.accumulate, s.out); !err.empty()) {
+      spdlog::warn("cuda backend: fp8 prefill dequantizes the weights to bf16: no fp8 tensor-core product for {}x{} ({})",
+                   s.rows, s.cols, err);
+      return;
+    }
+  }
+  fp8_gemm_ = true;
+  spdlog::info("cuda backend: fp8 prefill on fp8 tensor cores (E4M3 weights and per-token E4M3 activations)");
 }
 
 Status CudaBackend::ensure_workspace(int tokens, int rows) {
