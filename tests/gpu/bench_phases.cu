@@ -1,0 +1,227 @@
+// What a phase boundary of the decode step costs (reports, never fails). A decode step is 113
+// dependent matrix products; each is a memory-bound phase that may only start its dependent work
+// when the phase before it has finished. Two ways to run P such phases:
+//   kernels:    one launch per phase, all in one CUDA graph with programmatic dependent launch (as
+//               the engine runs them): wait (griddepcontrol.wait), release the next launch, stream;
+//   persistent: one cooperative launch, the phases separated by a grid-wide barrier (each block
+//               arrives on a counter, the last one bumps a generation the others spin on).
+// "early" variants issue each thread's first loads of a phase before waiting (the engine's kernels
+// read their first weights before pdl_wait). Each phase streams its own bytes (16-byte loads over
+// the whole grid, a checksum per block so nothing is dropped), distinct buffers per phase so the
+// data comes from DRAM. Printed: us per phase, and the difference to the streaming time at the
+// copy bandwidth, i.e. the fixed cost of a boundary.
+//   bench_phases [--phases 113]
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "bench_check.h"
+#include "kernels/device_info.cuh"
+#include "kernels/pdl.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kEarly = 2;  // loads per thread issued before the wait in the "early" variants
+
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// One phase's stream over [data, data + n) by every thread of the grid; `first` holds the thread's
+// first kEarly vectors when they were loaded early.
+template <bool kEarlyLoads>
+__device__ unsigned stream_phase(const uint4* data, std::size_t n, const uint4 (&first)[kEarly]) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  unsigned acc = 0;
+  if constexpr (kEarlyLoads) {
+#pragma unroll
+    for (int k = 0; k < kEarly; ++k) acc ^= first[k].x ^ first[k].y ^ first[k].z ^ first[k].w;
+    i += kEarly * stride;
+  }
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = ld_stream(data + i), b = ld_stream(data + i + stride), c = ld_stream(data + i + 2 * stride),
+                d = ld_stream(data + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 a = ld_stream(data + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  return acc;
+}
+
+__device__ void load_first(const uint4* data, std::size_t n, uint4 (&first)[kEarly]) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < kEarly; ++k) first[k] = i + k * stride < n ? ld_stream(data + i + k * stride) : make_uint4(0, 0, 0, 0);
+}
+
+__device__ void block_out(unsigned acc, unsigned* out) {
+  __shared__ unsigned part[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned v = 0;
+    for (int w = 0; w < kThreads / 32; ++w) v ^= part[w];
+    out[blockIdx.x] ^= v;
+  }
+}
+
+template <bool kEarlyLoads>
+__global__ void __launch_bounds__(kThreads) phase_kernel(const uint4* data, std::size_t n, unsigned* out) {
+  uint4 first[kEarly];
+  if constexpr (kEarlyLoads) load_first(data, n, first);
+  cosmos::kernels::pdl_wait();
+  cosmos::kernels::pdl_launch_dependents();
+  block_out(stream_phase<kEarlyLoads>(data, n, first), out);
+}
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Grid-wide barrier: bar[0] arrivals, bar[1] generation.
+__device__ void grid_barrier(unsigned* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned gen = ld_acquire(bar + 1);
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      bar[0] = 0;
+      st_release(bar + 1, gen + 1);
+    } else {
+      while (ld_acquire(bar + 1) == gen) {
+      }
+    }
+  }
+  __syncthreads();
+}
+
+template <bool kEarlyLoads>
+__global__ void __launch_bounds__(kThreads) persistent_kernel(const uint4* data, std::size_t n, int phases,
+                                                              unsigned* out, unsigned* bar) {
+  uint4 first[kEarly];
+  for (int p = 0; p < phases; ++p) {
+    const uint4* d = data + static_cast<std::size_t>(p) * n;
+    if constexpr (kEarlyLoads) load_first(d, n, first);
+    if (p > 0) grid_barrier(bar);
+    block_out(stream_phase<kEarlyLoads>(d, n, first), out);
+  }
+}
+
+float time_ms(cudaStream_t s, int reps, const auto& body) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  body();  // warm-up
+  CHECK(cudaStreamSynchronize(s));
+  std::vector<float> t;
+  for (int r = 0; r < reps; ++r) {
+    CHECK(cudaEventRecord(a, s));
+    body();
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int phases = 113;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--phases") == 0 && i + 1 < argc) {
+      phases = std::max(2, std::atoi(argv[++i]));
+    } else {
+      std::printf("usage: bench_phases [--phases 113]\n");
+      return 2;
+    }
+  }
+  const auto q = cosmos::kernels::query_gpus();
+  if (q.gpus.empty()) {
+    std::printf("bench_phases: %s\n", q.why_none.c_str());
+    return 0;
+  }
+  const double copy_gbs = cosmos::kernels::measure_copy_gbps();
+  std::printf("GPU: %s, %d SMs; device copy %.0f GB/s; %d phases per run, median of 9 runs\n\n", q.gpus[0].name.c_str(),
+              q.gpus[0].multiprocessors, copy_gbs, phases);
+  cosmos::kernels::set_pdl_enabled(true);
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int occ_p = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_p, persistent_kernel<true>, kThreads, 0));
+  const int sms = q.gpus[0].multiprocessors;
+  const int blocks = sms * std::min(occ_p, 4);  // one wave, as the gemv kernels (4 blocks of 8 warps per SM)
+  unsigned *out = nullptr, *bar = nullptr;
+  CHECK(cudaMalloc(&out, blocks * sizeof(unsigned)));
+  CHECK(cudaMalloc(&bar, 2 * sizeof(unsigned)));
+  CHECK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
+  std::printf("%-12s | %-23s | %-23s | %-23s | %-23s | %s\n", "MB / phase", "kernels (graph, PDL)", "kernels, early loads",
+              "persistent", "persistent, early", "us at copy bandwidth");
+  for (const double mb : {0.0, 1.0, 8.8, 25.7}) {
+    const std::size_t n = std::max<std::size_t>(16, static_cast<std::size_t>(mb * 1e6 / 16) / 16 * 16);  // uint4s
+    uint4* data = nullptr;
+    CHECK(cudaMalloc(&data, n * 16 * phases));
+    CHECK(cudaMemset(data, 1, n * 16 * phases));
+    cudaGraphExec_t exec[2];
+    for (int v = 0; v < 2; ++v) {
+      cudaGraph_t g;
+      CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int p = 0; p < phases; ++p)
+        CHECK(cosmos::kernels::launch_pdl(v ? phase_kernel<true> : phase_kernel<false>, dim3(blocks), dim3(kThreads), 0, s,
+                                          data + static_cast<std::size_t>(p) * n, n, out));
+      CHECK(cudaStreamEndCapture(s, &g));
+      CHECK(cudaGraphInstantiate(&exec[v], g, 0));
+      CHECK(cudaGraphDestroy(g));
+    }
+    float ms[4];
+    for (int v = 0; v < 2; ++v) ms[v] = time_ms(s, 9, [&] { CHECK(cudaGraphLaunch(exec[v], s)); });
+    for (int v = 0; v < 2; ++v) {
+      ms[2 + v] = time_ms(s, 9, [&] {
+        const uint4* d = data;
+        std::size_t nn = n;
+        int ph = phases;
+        void* args[] = {&d, &nn, &ph, &out, &bar};
+        CHECK(cudaLaunchCooperativeKernel(v ? reinterpret_cast<void*>(persistent_kernel<true>)
+                                            : reinterpret_cast<void*>(persistent_kernel<false>),
+                                          dim3(blocks), dim3(kThreads), args, 0, s));
+      });
+    }
+    const double floor_us = n * 16.0 / (copy_gbs * 1e3);
+    std::printf("%-12.1f |", n * 16 / 1e6);
+    for (float m : ms) {
+      const double us = m * 1e3 / phases;
+      std::printf(" %7.2f us (+%6.2f)    |", us, us - floor_us);
+    }
+    std::printf(" %.2f\n", floor_us);
+    std::fflush(stdout);
+    for (auto& x : exec) CHECK(cudaGraphExecDestroy(x));
+    CHECK(cudaFree(data));
+  }
+  CHECK(cudaFree(out));
+  CHECK(cudaFree(bar));
+  CHECK(cudaStreamDestroy(s));
+  return 0;
+}
