@@ -4,7 +4,8 @@
 //   kernels:    one launch per phase, all in one CUDA graph with programmatic dependent launch (as
 //               the engine runs them): wait (griddepcontrol.wait), release the next launch, stream;
 //   persistent: one cooperative launch, the phases separated by a grid-wide barrier (each block
-//               arrives on a counter, the last one bumps a generation the others spin on).
+//               arrives on a counter, the last one bumps a generation the others spin on; or the
+//               arrivals spread over 16 leaf counters first, "tree barrier").
 // "early" variants issue each thread's first loads of a phase before waiting (the engine's kernels
 // read their first weights before pdl_wait). Each phase streams its own bytes (16-byte loads over
 // the whole grid, a checksum per block so nothing is dropped), distinct buffers per phase so the
@@ -113,14 +114,47 @@ __device__ void grid_barrier(unsigned* bar) {
   __syncthreads();
 }
 
-template <bool kEarlyLoads>
+// The same barrier with the arrivals spread over kLeaves counters (128 bytes apart, block b on leaf
+// b % kLeaves): the last block of a leaf arrives at the root, so no counter sees more than
+// ~gridDim.x / kLeaves atomics in a row. bar: [0] root, [1] generation, leaf k at 32 (k + 1).
+constexpr int kLeaves = 16;
+__device__ void grid_barrier_tree(unsigned* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned gen = ld_acquire(bar + 1);
+    const unsigned leaves = gridDim.x < kLeaves ? gridDim.x : kLeaves, k = blockIdx.x % leaves;
+    const unsigned members = (gridDim.x - k + leaves - 1) / leaves;
+    unsigned* leaf = bar + 32 * (k + 1);
+    if (atomicAdd(leaf, 1u) == members - 1) {
+      *leaf = 0;
+      __threadfence();
+      if (atomicAdd(bar, 1u) == leaves - 1) {
+        bar[0] = 0;
+        __threadfence();
+        st_release(bar + 1, gen + 1);
+      }
+    }
+    while (ld_acquire(bar + 1) == gen) {
+    }
+  }
+  __syncthreads();
+}
+
+// kMode: 0 one counter, 1 one counter with early loads, 2 tree barrier.
+template <int kMode>
 __global__ void __launch_bounds__(kThreads) persistent_kernel(const uint4* data, std::size_t n, int phases,
                                                               unsigned* out, unsigned* bar) {
+  constexpr bool kEarlyLoads = kMode == 1;
   uint4 first[kEarly];
   for (int p = 0; p < phases; ++p) {
     const uint4* d = data + static_cast<std::size_t>(p) * n;
     if constexpr (kEarlyLoads) load_first(d, n, first);
-    if (p > 0) grid_barrier(bar);
+    if (p > 0) {
+      if constexpr (kMode == 2)
+        grid_barrier_tree(bar);
+      else
+        grid_barrier(bar);
+    }
     block_out(stream_phase<kEarlyLoads>(d, n, first), out);
   }
 }
@@ -171,15 +205,17 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   int occ_p = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_p, persistent_kernel<true>, kThreads, 0));
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_p, persistent_kernel<1>, kThreads, 0));
   const int sms = q.gpus[0].multiprocessors;
   const int blocks = sms * std::min(occ_p, 4);  // one wave, as the gemv kernels (4 blocks of 8 warps per SM)
   unsigned *out = nullptr, *bar = nullptr;
   CHECK(cudaMalloc(&out, blocks * sizeof(unsigned)));
-  CHECK(cudaMalloc(&bar, 2 * sizeof(unsigned)));
-  CHECK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
-  std::printf("%-12s | %-23s | %-23s | %-23s | %-23s | %s\n", "MB / phase", "kernels (graph, PDL)", "kernels, early loads",
-              "persistent", "persistent, early", "us at copy bandwidth");
+  const std::size_t bar_bytes = 32 * (kLeaves + 1) * sizeof(unsigned);
+  CHECK(cudaMalloc(&bar, bar_bytes));
+  CHECK(cudaMemset(bar, 0, bar_bytes));
+  std::printf("%-12s | %-23s | %-23s | %-23s | %-23s | %-23s | %s\n", "MB / phase", "kernels (graph, PDL)",
+              "kernels, early loads", "persistent", "persistent, early", "persistent, tree barrier",
+              "us at copy bandwidth");
   for (const double mb : {0.0, 1.0, 8.8, 25.7}) {
     const std::size_t n = std::max<std::size_t>(16, static_cast<std::size_t>(mb * 1e6 / 16) / 16 * 16);  // uint4s
     uint4* data = nullptr;
@@ -196,17 +232,17 @@ int main(int argc, char** argv) {
       CHECK(cudaGraphInstantiate(&exec[v], g, 0));
       CHECK(cudaGraphDestroy(g));
     }
-    float ms[4];
+    float ms[5];
     for (int v = 0; v < 2; ++v) ms[v] = time_ms(s, 9, [&] { CHECK(cudaGraphLaunch(exec[v], s)); });
-    for (int v = 0; v < 2; ++v) {
+    void* const kernels[3] = {reinterpret_cast<void*>(persistent_kernel<0>), reinterpret_cast<void*>(persistent_kernel<1>),
+                              reinterpret_cast<void*>(persistent_kernel<2>)};
+    for (int v = 0; v < 3; ++v) {
       ms[2 + v] = time_ms(s, 9, [&] {
         const uint4* d = data;
         std::size_t nn = n;
         int ph = phases;
         void* args[] = {&d, &nn, &ph, &out, &bar};
-        CHECK(cudaLaunchCooperativeKernel(v ? reinterpret_cast<void*>(persistent_kernel<true>)
-                                            : reinterpret_cast<void*>(persistent_kernel<false>),
-                                          dim3(blocks), dim3(kThreads), args, 0, s));
+        CHECK(cudaLaunchCooperativeKernel(kernels[v], dim3(blocks), dim3(kThreads), args, 0, s));
       });
     }
     const double floor_us = n * 16.0 / (copy_gbs * 1e3);
