@@ -5,6 +5,7 @@
 #                    [--sanitize]
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
+# Always (when built): bench_kernels, bench_gemv_quant, bench_phases (the cost of a phase boundary).
 # --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
 # golden data is made here too (tests/golden/make_golden_7b.py -> $OUT/golden_7b_bf16.json) with
 # --golden or when tests/data/golden_7b_bf16.json is not committed.
@@ -87,6 +88,14 @@ if [ -x "$bin/bench_gemv_quant" ]; then
   qbench_line=$(tail -3 "$LOGS/bench_gemv_quant.txt" | tr '\n' ' ')
 fi
 quant_lines=$(grep -h "\[ measured \]" "$LOGS/test_gpu_cuda_quant.log" 2>/dev/null | grep "random 7B" | sed 's/.*GPU, //')
+
+phases_line="not built"
+if [ -x "$bin/bench_phases" ]; then
+  # The cost of a dependent phase boundary (kernels + PDL against a persistent kernel; bench_phases.cu).
+  "$bin/bench_phases" > "$LOGS/bench_phases.txt" 2>&1
+  { echo "== bench_phases"; cat "$LOGS/bench_phases.txt"; } >> "$OUT/tests.log"
+  phases_line=$(grep -E '^(0\.0|25\.7) ' "$LOGS/bench_phases.txt" | awk -F'|' '{gsub(/ +/, " "); printf "%s MB: kernels+PDL%s, persistent%s; ", $1, $2, $4}')
+fi
 
 golden_status="not run"
 if [ $golden = 1 ]; then
@@ -201,6 +210,7 @@ printf '%-32s %s\n' "tokenizer encode MB/s (1 core)" "${bench_mbs:-?}"
 printf '%-32s %s\n' "device copy" "${copy_line:-?}"
 printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
 printf '%-32s %s\n' "gemv quantized, one decode step" "$qbench_line"
+printf '%-32s %s\n' "phase boundary (us per phase)" "$phases_line"
 [ -n "$quant_lines" ] && printf '%-32s %s\n' "quantized vs bf16, random 7B" "$quant_lines"
 printf '%-32s %s\n' "compute-sanitizer memcheck" "$sanitize_status"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
