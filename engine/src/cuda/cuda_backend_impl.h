@@ -105,10 +105,11 @@ class CudaBackend final : public Backend {
   // The bf16/fp16 values a tensor-core GEMM reads: m's own, or m dequantized into dq_.
   Result<const void*> gemm_weight(const DevMatrix& m, int rows, int cols);
   // A tensor-core product of several tokens: y [n, rows] out_type (= or += with accumulate) =
-  // x [n, cols] (wtype: bf16 / fp16, W's type or the type quantized W is dequantized to) . W^T. fp8 weights on fp8 tensor cores (fp8_gemm_): x is quantized per
-  // token into the second half of its own buffer (every activation buffer is sized for fp32, the
-  // GEMM input uses the first half): [n, cols] E4M3 at byte 2 n cols, [n] fp32 scales after it.
-  // Otherwise W's bf16/fp16 values (gemm_weight).
+  // x [n, cols] . W^T, x in wtype (bf16 / fp16: W's type, or the type quantized W is dequantized
+  // to). fp8 weights on fp8 tensor cores (fp8_gemm_): x is quantized per token into the second half
+  // of its own buffer (every activation buffer is sized for fp32, the GEMM input uses the first
+  // half): [n, cols] E4M3 at byte 2 n cols, [n] fp32 scales after it. Otherwise W's bf16/fp16
+  // values (gemm_weight).
   Status gemm_product(const void* x, const DevMatrix& w, kernels::ElemType wtype, void* y, int n, int rows, int cols,
                       bool accumulate, kernels::ElemType out_type);
   // Whether fp8 weights use fp8 tensor cores for passes of several tokens (set at load; the reason
