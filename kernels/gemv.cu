@@ -65,6 +65,7 @@ struct Params {
   int half;         // swiglu: row offset of the up rows (F); else 0
   int l2_next;        // prefetch the rows of each warp's next output into L2 (sm_90), see the launcher
   int early_trigger;  // 1: pdl_launch_dependents() right after pdl_wait(); 0: when the block is done
+  int early_epi;      // 1: a warp's first output's bias before the wait and residual right after it
 };
 
 template <typename Ops>
@@ -90,22 +91,36 @@ using gemv_common::block_inv_rms;
 using gemv_common::warp_sum;
 static_assert(kWarps == gemv_common::kBlockWarps, "block_inv_rms reduces over kBlockWarps warps");
 
+// The epilogue's inputs of output o: bias (gate and up with swiglu) and residual, 0 where absent.
+struct Epi {
+  float b0 = 0.0f, b1 = 0.0f, res = 0.0f;
+};
+template <typename Ops, bool kSwiglu>
+__device__ __forceinline__ void load_bias(const Params<typename Ops::T>& p, int o, Epi& e) {
+  if (p.bias) {
+    e.b0 = ld_elem<Ops>(p.bias + o);
+    if constexpr (kSwiglu) e.b1 = ld_elem<Ops>(p.bias + o + p.half);
+  }
+}
+template <typename Ops, bool kSwiglu>
+__device__ __forceinline__ Epi load_epi(const Params<typename Ops::T>& p, int o) {
+  Epi e;
+  load_bias<Ops, kSwiglu>(p, o, e);
+  if (p.residual) e.res = __ldcg(p.residual + o);
+  return e;
+}
+
 // Lane 0's epilogue for output `o`: a0 is the full dot product of row o, a1 of row o + half (swiglu).
 template <typename Ops, bool kSwiglu>
-__device__ __forceinline__ void finish(const Params<typename Ops::T>& p, int o, float a0, float a1) {
+__device__ __forceinline__ void finish(const Params<typename Ops::T>& p, int o, float a0, float a1, const Epi& e) {
   float v;
   if constexpr (kSwiglu) {
-    float gate = a0, up = a1;
-    if (p.bias) {
-      gate += ld_elem<Ops>(p.bias + o);
-      up += ld_elem<Ops>(p.bias + o + p.half);
-    }
+    const float gate = a0 + e.b0, up = a1 + e.b1;
     v = gate / (1.0f + expf(-gate)) * up;
   } else {
-    v = a0;
-    if (p.bias) v += ld_elem<Ops>(p.bias + o);
+    v = a0 + e.b0;
   }
-  if (p.residual) v += __ldcg(p.residual + o);
+  if (p.residual) v += e.res;
   p.y[o] = v;
 }
 
@@ -149,10 +164,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>
   };
 
   // Weights are immutable: the first step's loads go out before waiting on the previous kernel, so
-  // they overlap its tail (and this kernel's own launch ramp).
-  if (o < p.outs) load(o, 0);
+  // they overlap its tail (and this kernel's own launch ramp). With p.early_epi lane 0 also reads
+  // the first output's bias then, and its residual right after the wait: the epilogue's loads
+  // are otherwise a dependent round trip at the very end, on the path to the next kernel's start.
+  // (Not with SwiGLU: the model has neither bias nor residual there, and the registers would spill.)
+  const bool early_epi = !kSwiglu && p.early_epi;
+  Epi first;  // early_epi: the epilogue inputs of this warp's first output (lane 0)
+  if (o < p.outs) {
+    load(o, 0);
+    if (early_epi && lane == 0) load_bias<Ops, kSwiglu>(p, o, first);
+  }
   pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
   if (p.early_trigger) pdl_launch_dependents();
+  if (early_epi && lane == 0 && o < p.outs && p.residual) first.res = __ldcg(p.residual + o);
+  const int first_o = o;
 
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   float inv = 1.0f;
@@ -243,7 +268,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>
     if (o + stride < p.outs) load(o + stride, 0);  // next output's first step, before the reduction
 #pragma unroll
     for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
-    if (lane == 0) finish<Ops, kSwiglu>(p, o, acc[0], acc[kR - 1]);
+    if (lane == 0)
+      finish<Ops, kSwiglu>(p, o, acc[0], acc[kR - 1], early_epi && o == first_o ? first : load_epi<Ops, kSwiglu>(p, o));
   }
   if (!p.early_trigger) pdl_launch_dependents();
 }
@@ -275,7 +301,7 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar(const Params<typename Op
     }
 #pragma unroll
     for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
-    if (lane == 0) finish<Ops, kSwiglu>(p, o, acc[0], acc[kR - 1]);
+    if (lane == 0) finish<Ops, kSwiglu>(p, o, acc[0], acc[kR - 1], load_epi<Ops, kSwiglu>(p, o));
   }
 }
 
@@ -355,6 +381,7 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   const long long warps = static_cast<long long>(blocks) * kWarps;
   p.l2_next = g_tuning.l2_next >= 0 ? g_tuning.l2_next : (outs > warps && outs <= 2 * warps ? 1 : 0);
   p.early_trigger = g_tuning.early_trigger >= 0 ? g_tuning.early_trigger : 1;
+  p.early_epi = g_tuning.early_epi >= 0 ? g_tuning.early_epi : 1;
   (void)launch_pdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, p);
 
   const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),

@@ -63,7 +63,9 @@ inline std::size_t launch_gemv_bf16(const GemvArgs& args, cudaStream_t stream) {
 //   early_trigger:   [1] let the next kernel launch right after this one's pdl_wait (1) or only
 //                    once each block is done (0);
 //   l2_next:         [when outputs <= 2 x warps] each warp prefetches the weight rows of its next
-//                    output into L2 while it works on the current one.
+//                    output into L2 while it works on the current one;
+//   early_epi:       [1] the epilogue inputs of each warp's first output read early: the bias before
+//                    the PDL wait, the residual right after it (0: both in the epilogue).
 struct GemvTuning {
   int wave = -1;
   int blocks_per_sm = 0;
@@ -71,6 +73,7 @@ struct GemvTuning {
   int stage_plain = -1;
   int early_trigger = -1;
   int l2_next = -1;
+  int early_epi = -1;
 };
 void set_gemv_tuning(const GemvTuning& t);
 

@@ -7,7 +7,11 @@
 //               arrives on a counter, the last one bumps a generation the others spin on; or the
 //               arrivals spread over 16 leaf counters first, "tree barrier").
 // "early" variants issue each thread's first loads of a phase before waiting (the engine's kernels
-// read their first weights before pdl_wait). Each phase streams its own bytes (16-byte loads over
+// read their first weights before pdl_wait). The "exclusive" kernel variants take enough shared
+// memory that only 4 blocks fit on an SM, so the next phase's blocks start only as this phase's
+// blocks leave (as with the engine's gemv, which fills the register file): their early loads then
+// go out in the boundary itself rather than long before it; "8 early" issues 128 bytes per thread
+// (a gemv lane's first step). "2 lines": the barrier's generation flag on its own 128-byte line. Each phase streams its own bytes (16-byte loads over
 // the whole grid, a checksum per block so nothing is dropped), distinct buffers per phase so the
 // data comes from DRAM. Printed: us per phase, and the difference to the streaming time at the
 // copy bandwidth, i.e. the fixed cost of a boundary.
@@ -28,6 +32,10 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kEarly = 2;  // loads per thread issued before the wait in the "early" variants
+constexpr int kDeep = 8;   // ... in the "exclusive, deep" variant (128 bytes per thread, as a gemv lane's first step)
+// Dynamic shared memory that leaves room for 4 blocks per SM and no more, so the next kernel's
+// blocks cannot start until this kernel's blocks leave (as the engine's gemv at full register use).
+constexpr int kExclusiveSmem = 52 * 1024;
 
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   uint4 v;
@@ -39,15 +47,15 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
 
 // One phase's stream over [data, data + n) by every thread of the grid; `first` holds the thread's
 // first kEarly vectors when they were loaded early.
-template <bool kEarlyLoads>
-__device__ unsigned stream_phase(const uint4* data, std::size_t n, const uint4 (&first)[kEarly]) {
+template <bool kEarlyLoads, int kE = kEarly>
+__device__ unsigned stream_phase(const uint4* data, std::size_t n, const uint4 (&first)[kE]) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   unsigned acc = 0;
   if constexpr (kEarlyLoads) {
 #pragma unroll
-    for (int k = 0; k < kEarly; ++k) acc ^= first[k].x ^ first[k].y ^ first[k].z ^ first[k].w;
-    i += kEarly * stride;
+    for (int k = 0; k < kE; ++k) acc ^= first[k].x ^ first[k].y ^ first[k].z ^ first[k].w;
+    i += kE * stride;
   }
   for (; i + 3 * stride < n; i += 4 * stride) {
     const uint4 a = ld_stream(data + i), b = ld_stream(data + i + stride), c = ld_stream(data + i + 2 * stride),
@@ -61,11 +69,12 @@ __device__ unsigned stream_phase(const uint4* data, std::size_t n, const uint4 (
   return acc;
 }
 
-__device__ void load_first(const uint4* data, std::size_t n, uint4 (&first)[kEarly]) {
+template <int kE = kEarly>
+__device__ void load_first(const uint4* data, std::size_t n, uint4 (&first)[kE]) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 #pragma unroll
-  for (int k = 0; k < kEarly; ++k) first[k] = i + k * stride < n ? ld_stream(data + i + k * stride) : make_uint4(0, 0, 0, 0);
+  for (int k = 0; k < kE; ++k) first[k] = i + k * stride < n ? ld_stream(data + i + k * stride) : make_uint4(0, 0, 0, 0);
 }
 
 __device__ void block_out(unsigned acc, unsigned* out) {
@@ -80,13 +89,13 @@ __device__ void block_out(unsigned acc, unsigned* out) {
   }
 }
 
-template <bool kEarlyLoads>
+template <bool kEarlyLoads, int kE = kEarly>
 __global__ void __launch_bounds__(kThreads) phase_kernel(const uint4* data, std::size_t n, unsigned* out) {
-  uint4 first[kEarly];
-  if constexpr (kEarlyLoads) load_first(data, n, first);
+  uint4 first[kE];
+  if constexpr (kEarlyLoads) load_first<kE>(data, n, first);
   cosmos::kernels::pdl_wait();
   cosmos::kernels::pdl_launch_dependents();
-  block_out(stream_phase<kEarlyLoads>(data, n, first), out);
+  block_out(stream_phase<kEarlyLoads, kE>(data, n, first), out);
 }
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
@@ -140,7 +149,25 @@ __device__ void grid_barrier_tree(unsigned* bar) {
   __syncthreads();
 }
 
-// kMode: 0 one counter, 1 one counter with early loads, 2 tree barrier.
+// The one-counter barrier with the generation on its own 128-byte line (gen), so the blocks that
+// spin on it do not slow the arrivals' atomics on the counter's line.
+__device__ void grid_barrier_split(unsigned* bar, unsigned* gen_at) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned gen = ld_acquire(gen_at);
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      bar[0] = 0;
+      st_release(gen_at, gen + 1);
+    } else {
+      while (ld_acquire(gen_at) == gen) {
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// kMode: 0 one counter, 1 one counter with early loads, 2 tree barrier, 3 counter and generation
+// on separate lines.
 template <int kMode>
 __global__ void __launch_bounds__(kThreads) persistent_kernel(const uint4* data, std::size_t n, int phases,
                                                               unsigned* out, unsigned* bar) {
@@ -152,6 +179,8 @@ __global__ void __launch_bounds__(kThreads) persistent_kernel(const uint4* data,
     if (p > 0) {
       if constexpr (kMode == 2)
         grid_barrier_tree(bar);
+      else if constexpr (kMode == 3)
+        grid_barrier_split(bar, bar + 32 * (kLeaves + 1));
       else
         grid_barrier(bar);
     }
@@ -210,34 +239,50 @@ int main(int argc, char** argv) {
   const int blocks = sms * std::min(occ_p, 4);  // one wave, as the gemv kernels (4 blocks of 8 warps per SM)
   unsigned *out = nullptr, *bar = nullptr;
   CHECK(cudaMalloc(&out, blocks * sizeof(unsigned)));
-  const std::size_t bar_bytes = 32 * (kLeaves + 1) * sizeof(unsigned);
+  const std::size_t bar_bytes = 32 * (kLeaves + 2) * sizeof(unsigned);
   CHECK(cudaMalloc(&bar, bar_bytes));
   CHECK(cudaMemset(bar, 0, bar_bytes));
-  std::printf("%-12s | %-23s | %-23s | %-23s | %-23s | %-23s | %s\n", "MB / phase", "kernels (graph, PDL)",
-              "kernels, early loads", "persistent", "persistent, early", "persistent, tree barrier",
-              "us at copy bandwidth");
+  CHECK(cudaFuncSetAttribute(phase_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kExclusiveSmem));
+  CHECK(cudaFuncSetAttribute(phase_kernel<true, kDeep>, cudaFuncAttributeMaxDynamicSharedMemorySize, kExclusiveSmem));
+  constexpr int kKernelVariants = 4, kPersistentVariants = 4;
+  const char* const names[kKernelVariants + kPersistentVariants] = {
+      "kernels (graph, PDL)", "kernels, early loads", "kernels, exclusive", "exclusive, 8 early",
+      "persistent",           "persistent, early",    "persistent, tree",   "persistent, 2 lines"};
+  std::printf("%-10s |", "MB / phase");
+  for (const char* nm : names) std::printf(" %-22s |", nm);
+  std::printf(" us at copy bandwidth\n");
   for (const double mb : {0.0, 1.0, 8.8, 25.7}) {
     const std::size_t n = std::max<std::size_t>(16, static_cast<std::size_t>(mb * 1e6 / 16) / 16 * 16);  // uint4s
     uint4* data = nullptr;
     CHECK(cudaMalloc(&data, n * 16 * phases));
     CHECK(cudaMemset(data, 1, n * 16 * phases));
-    cudaGraphExec_t exec[2];
-    for (int v = 0; v < 2; ++v) {
+    // Kernel variants: 0 plain, 1 early loads, 2 exclusive (4 blocks per SM, nothing co-resides),
+    // 3 exclusive with kDeep early loads.
+    cudaGraphExec_t exec[kKernelVariants];
+    for (int v = 0; v < kKernelVariants; ++v) {
       cudaGraph_t g;
+      const std::size_t smem = v >= 2 ? kExclusiveSmem : 0;
       CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      for (int p = 0; p < phases; ++p)
-        CHECK(cosmos::kernels::launch_pdl(v ? phase_kernel<true> : phase_kernel<false>, dim3(blocks), dim3(kThreads), 0, s,
-                                          data + static_cast<std::size_t>(p) * n, n, out));
+      for (int p = 0; p < phases; ++p) {
+        const uint4* d = data + static_cast<std::size_t>(p) * n;
+        if (v == 0 || v == 2)
+          CHECK(cosmos::kernels::launch_pdl(phase_kernel<false>, dim3(blocks), dim3(kThreads), smem, s, d, n, out));
+        else if (v == 1)
+          CHECK(cosmos::kernels::launch_pdl(phase_kernel<true>, dim3(blocks), dim3(kThreads), smem, s, d, n, out));
+        else
+          CHECK(cosmos::kernels::launch_pdl(phase_kernel<true, kDeep>, dim3(blocks), dim3(kThreads), smem, s, d, n, out));
+      }
       CHECK(cudaStreamEndCapture(s, &g));
       CHECK(cudaGraphInstantiate(&exec[v], g, 0));
       CHECK(cudaGraphDestroy(g));
     }
-    float ms[5];
-    for (int v = 0; v < 2; ++v) ms[v] = time_ms(s, 9, [&] { CHECK(cudaGraphLaunch(exec[v], s)); });
-    void* const kernels[3] = {reinterpret_cast<void*>(persistent_kernel<0>), reinterpret_cast<void*>(persistent_kernel<1>),
-                              reinterpret_cast<void*>(persistent_kernel<2>)};
-    for (int v = 0; v < 3; ++v) {
-      ms[2 + v] = time_ms(s, 9, [&] {
+    float ms[kKernelVariants + kPersistentVariants];
+    for (int v = 0; v < kKernelVariants; ++v) ms[v] = time_ms(s, 9, [&] { CHECK(cudaGraphLaunch(exec[v], s)); });
+    void* const kernels[kPersistentVariants] = {
+        reinterpret_cast<void*>(persistent_kernel<0>), reinterpret_cast<void*>(persistent_kernel<1>),
+        reinterpret_cast<void*>(persistent_kernel<2>), reinterpret_cast<void*>(persistent_kernel<3>)};
+    for (int v = 0; v < kPersistentVariants; ++v) {
+      ms[kKernelVariants + v] = time_ms(s, 9, [&] {
         const uint4* d = data;
         std::size_t nn = n;
         int ph = phases;
@@ -246,10 +291,10 @@ int main(int argc, char** argv) {
       });
     }
     const double floor_us = n * 16.0 / (copy_gbs * 1e3);
-    std::printf("%-12.1f |", n * 16 / 1e6);
+    std::printf("%-10.1f |", n * 16 / 1e6);
     for (float m : ms) {
       const double us = m * 1e3 / phases;
-      std::printf(" %7.2f us (+%6.2f)    |", us, us - floor_us);
+      std::printf(" %6.2f us (+%6.2f)   |", us, us - floor_us);
     }
     std::printf(" %.2f\n", floor_us);
     std::fflush(stdout);

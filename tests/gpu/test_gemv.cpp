@@ -2,7 +2,8 @@
 // case, model and odd shapes (the element-wise path: cols % 8 != 0 or misaligned pointers; x too
 // large to stage in shared memory), each epilogue (bias, residual aliasing y, fused RMSNorm, fused
 // SwiGLU), in both launch shapes (GemvTuning::wave) with PDL off and on, outputs NaN-poisoned and a
-// poisoned guard after y that must stay untouched; then chains of dependent launches with PDL on
+// poisoned guard after y that must stay untouched (and the wave shape with GemvTuning's kernel
+// variants switched the other way from the default); then chains of dependent launches with PDL on
 // (eager and in a CUDA graph), which fail if a kernel reads its input before the previous kernel
 // has finished writing it.
 //
@@ -39,6 +40,12 @@
 
 namespace cosmos {
 namespace {
+
+// GemvTuning's kernel variants, each switched the other way from its default (-1 / 0 = default).
+void flip_variants(kernels::GemvTuning& t) {
+  const kernels::GemvTuning def;
+  t.early_epi = def.early_epi == 0 ? 1 : 0;  // default -1 means on
+}
 
 constexpr double kU = 1.0 / (1 << 24);
 
@@ -211,13 +218,16 @@ void run_case(const Case& c) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
 
-  // Both launch shapes (GemvTuning::wave), each with PDL off and on.
-  for (int run = 0; run < 4; ++run) {
+  // Both launch shapes (GemvTuning::wave), each with PDL off and on; then the wave shape with the
+  // kernel variants of GemvTuning (the early epilogue inputs) switched the other way from the default.
+  for (int run = 0; run < 6; ++run) {
     const bool pdl = run % 2 == 1;
     kernels::GemvTuning tuning;
-    tuning.wave = run / 2;
+    tuning.wave = run >= 4 ? 1 : run / 2;
+    if (run >= 4) flip_variants(tuning);
     kernels::set_gemv_tuning(tuning);
-    SCOPED_TRACE(std::string(pdl ? "pdl on" : "pdl off") + (tuning.wave ? ", wave" : ", blocks"));
+    SCOPED_TRACE(std::string(pdl ? "pdl on" : "pdl off") + (tuning.wave ? ", wave" : ", blocks") +
+                 (run >= 4 ? ", variants flipped" : ""));
     kernels::set_pdl_enabled(pdl);
     ASSERT_EQ(cudaMemset(dy.ptr, 0xFF, (outs + kGuard) * sizeof(float)), cudaSuccess);  // NaN poison
     if (c.alias) dy.upload(residual);
@@ -412,7 +422,8 @@ void run_chain(bool graph, int wave) {
 
   kernels::set_pdl_enabled(true);
   kernels::GemvTuning tuning;
-  tuning.wave = wave;
+  tuning.wave = wave > 0 ? 1 : 0;
+  if (wave == 2) flip_variants(tuning);
   kernels::set_gemv_tuning(tuning);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -505,12 +516,12 @@ TEST_P(GpuGemvChain, DependentLaunchesWithPdlSeeTheirInputs) {
 
 std::string chain_name(const ::testing::TestParamInfo<std::tuple<WType, bool, int>>& i) {
   return std::string(std::get<0>(i.param) == WType::kBf16 ? "bf16" : "fp16") + (std::get<1>(i.param) ? "_graph" : "_eager") +
-         (std::get<2>(i.param) ? "_wave" : "_blocks");
+         (std::get<2>(i.param) == 0 ? "_blocks" : std::get<2>(i.param) == 1 ? "_wave" : "_wave_variants");
 }
 
 INSTANTIATE_TEST_SUITE_P(Chains, GpuGemvChain,
                          ::testing::Combine(::testing::Values(WType::kBf16, WType::kFp16), ::testing::Bool(),
-                                            ::testing::Values(0, 1)),
+                                            ::testing::Values(0, 1, 2)),
                          chain_name);
 
 }  // namespace
