@@ -5,7 +5,8 @@
 #                    [--sanitize]
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
-# Always (when built): bench_kernels, bench_gemv_quant, bench_phases (the cost of a phase boundary).
+# Always (when built): bench_kernels, bench_gemv_quant, bench_phases (the cost of a phase boundary),
+# bench_attention (prefill attention on the 7B shape).
 # --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
 # golden data is made here too (tests/golden/make_golden_7b.py -> $OUT/golden_7b_bf16.json) with
 # --golden or when tests/data/golden_7b_bf16.json is not committed.
@@ -95,6 +96,15 @@ if [ -x "$bin/bench_phases" ]; then
   "$bin/bench_phases" > "$LOGS/bench_phases.txt" 2>&1
   { echo "== bench_phases"; cat "$LOGS/bench_phases.txt"; } >> "$OUT/tests.log"
   phases_line=$(grep -E '^(0\.0|25\.7) ' "$LOGS/bench_phases.txt" | awk -F'|' '{gsub(/ +/, " "); printf "%s MB: kernels+PDL%s, persistent%s; ", $1, $2, $6}')
+fi
+
+attention_line="not built"
+if [ -x "$bin/bench_attention" ]; then
+  # Causal prefill attention on the 7B shape (bench_attention.cu); its last line goes into the table.
+  "$bin/bench_attention" > "$LOGS/bench_attention.txt" 2>&1
+  { echo "== bench_attention"; cat "$LOGS/bench_attention.txt"; } >> "$OUT/tests.log"
+  attention_line=$(grep '^prefill attention 2048:' "$LOGS/bench_attention.txt" | sed 's/^prefill attention 2048: //')
+  [ -n "$attention_line" ] || attention_line="$(tail -1 "$LOGS/bench_attention.txt")"
 fi
 
 golden_status="not run"
@@ -211,6 +221,7 @@ printf '%-32s %s\n' "device copy" "${copy_line:-?}"
 printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
 printf '%-32s %s\n' "gemv quantized, one decode step" "$qbench_line"
 printf '%-32s %s\n' "phase boundary (us per phase)" "$phases_line"
+printf '%-32s %s\n' "prefill attention, 2048 tokens" "$attention_line"
 [ -n "$quant_lines" ] && printf '%-32s %s\n' "quantized vs bf16, random 7B" "$quant_lines"
 printf '%-32s %s\n' "compute-sanitizer memcheck" "$sanitize_status"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
