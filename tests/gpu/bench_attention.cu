@@ -44,28 +44,6 @@ void fill(__nv_bfloat16* p, std::size_t n, float scale, unsigned seed) {
   CHECK(cudaGetLastError());
 }
 
-float median_ms(cudaStream_t s, int reps, const auto& launch) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch();
-  CHECK(cudaStreamSynchronize(s));
-  std::vector<float> t;
-  for (int r = 0; r < reps; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    launch();
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
-
 struct Result {
   float ms = 0;
   double tflops = 0;
@@ -77,7 +55,7 @@ Result run_shape(int q_len, int ctx, cudaStream_t stream) {
   std::vector<std::int32_t> table(blocks);  // a shuffled block table, as a long-lived cache has
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(7));
-  const std::size_t q_elems = static_cast<std::size_t>(q_len) * kHeads * kD;                          // q, out: [q_len, heads, D]
+  const std::size_t q_elems = static_cast<std::size_t>(q_len) * kHeads * kD;  // q, out: [q_len, heads, D]
   const std::size_t kv_elems = static_cast<std::size_t>(blocks) * kBlockSize * kKvHeads * kD;  // [slots, kv_heads, D]
   __nv_bfloat16 *q = nullptr, *kc = nullptr, *vc = nullptr, *out = nullptr;
   std::int32_t* meta = nullptr;  // [table..., table_offset, q_start, q_len, ctx_start]
@@ -118,7 +96,7 @@ Result run_shape(int q_len, int ctx, cudaStream_t stream) {
   for (int j = 0; j < q_len; ++j) keys += ctx + j + 1;
   const double flops = 4.0 * kHeads * kD * keys;
   std::size_t bytes = 0;
-  const float ms = median_ms(stream, 20, [&] { bytes = k::launch_prefill_attention(a, stream); });
+  const float ms = median_event_ms(stream, 20, 3, [&] { bytes = k::launch_prefill_attention(a, stream); });
   CHECK(cudaGetLastError());
   CHECK(cudaStreamSynchronize(stream));
   const Result r{ms, flops / (ms * 1e-3) / 1e12};

@@ -188,28 +188,6 @@ __global__ void __launch_bounds__(kThreads) persistent_kernel(const uint4* data,
   }
 }
 
-float time_ms(cudaStream_t s, int reps, const auto& body) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  body();  // warm-up
-  CHECK(cudaStreamSynchronize(s));
-  std::vector<float> t;
-  for (int r = 0; r < reps; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    body();
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,12 +255,13 @@ int main(int argc, char** argv) {
       CHECK(cudaGraphDestroy(g));
     }
     float ms[kKernelVariants + kPersistentVariants];
-    for (int v = 0; v < kKernelVariants; ++v) ms[v] = time_ms(s, 9, [&] { CHECK(cudaGraphLaunch(exec[v], s)); });
+    for (int v = 0; v < kKernelVariants; ++v)
+      ms[v] = median_event_ms(s, 9, 1, [&] { CHECK(cudaGraphLaunch(exec[v], s)); });
     void* const kernels[kPersistentVariants] = {
         reinterpret_cast<void*>(persistent_kernel<0>), reinterpret_cast<void*>(persistent_kernel<1>),
         reinterpret_cast<void*>(persistent_kernel<2>), reinterpret_cast<void*>(persistent_kernel<3>)};
     for (int v = 0; v < kPersistentVariants; ++v) {
-      ms[kKernelVariants + v] = time_ms(s, 9, [&] {
+      ms[kKernelVariants + v] = median_event_ms(s, 9, 1, [&] {
         const uint4* d = data;
         std::size_t nn = n;
         int ph = phases;
