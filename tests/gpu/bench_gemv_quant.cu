@@ -88,25 +88,9 @@ const char* kind_name(QuantKind k) {
 // `stream`), after two warm-up batches: microseconds per launch.
 template <typename F>
 float us_per_launch(F&& launch, int per_batch, cudaStream_t stream, int batches = 9) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) launch();
-  std::vector<float> t;
-  for (int i = 0; i < batches; ++i) {
-    CHECK(cudaEventRecord(a, stream));
-    launch();
-    CHECK(cudaEventRecord(b, stream));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
+  const float ms = median_event_ms(stream, batches, 2, launch);
   CHECK(cudaGetLastError());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2] * 1e3f / static_cast<float>(per_batch);
+  return ms * 1e3f / static_cast<float>(per_batch);
 }
 
 // One model matrix in one format on the device: weights rotated over enough copies to exceed 4x
