@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 namespace cosmos::kernels::mma {
@@ -58,6 +59,10 @@ __device__ __forceinline__ float fast_exp2(float x) {  // 2^x; -inf gives 0
 
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+__device__ __forceinline__ unsigned pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<const unsigned*>(&v);
 }
 

@@ -27,7 +27,8 @@ constexpr int kBN = kPrefillAttentionTileKv;
 static_assert(kBM == 16 * kWarps, "one m16 row slab per warp");
 static_assert(kBN % 16 == 0, "key tiles are whole k16 steps");
 
-template <int D>
+// kF16: the output in fp16 instead of bf16 (only the final packing differs).
+template <int D, bool kF16>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAttentionArgs a) {
   constexpr int kChunks = D / 8;                             // 16-byte chunks per row
   constexpr int kTileBytes = kBN * D * 2;                    // one K or V tile (= the Q tile)
@@ -221,8 +222,9 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
   const int orow = warp * 16 + g;
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
-    const unsigned lo = pack_bf16(o[dt][0] * inv[0], o[dt][1] * inv[0]);
-    const unsigned hi = pack_bf16(o[dt][2] * inv[1], o[dt][3] * inv[1]);
+    const float v0 = o[dt][0] * inv[0], v1 = o[dt][1] * inv[0], v2 = o[dt][2] * inv[1], v3 = o[dt][3] * inv[1];
+    const unsigned lo = kF16 ? pack_f16(v0, v1) : pack_bf16(v0, v1);
+    const unsigned hi = kF16 ? pack_f16(v2, v3) : pack_bf16(v2, v3);
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sQ + tile_offset<D>(orow, dt) + t * 4), "r"(lo) : "memory");
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sQ + tile_offset<D>(orow + 8, dt) + t * 4), "r"(hi) : "memory");
   }
@@ -233,7 +235,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
     const int r = copy_row + i * kCopyRowStep;
     if (r < rows) {
       const uint4 v = *reinterpret_cast<const uint4*>(staged + tile_offset<D>(r, copy_chunk));
-      *reinterpret_cast<uint4*>(a.out + (static_cast<std::size_t>(q_start + r0 + r) * a.heads + head) * D +
+      std::uint16_t* out = static_cast<std::uint16_t*>(a.out);  // bf16 or fp16 bits
+      *reinterpret_cast<uint4*>(out + (static_cast<std::size_t>(q_start + r0 + r) * a.heads + head) * D +
                                 copy_chunk * 8) = v;
     }
   }
@@ -251,9 +254,11 @@ std::size_t launch_prefill_attention(const PrefillAttentionArgs& a, cudaStream_t
     return 0;
   const dim3 grid(a.heads, (a.max_q_len + kBM - 1) / kBM, a.seqs);
   if (a.head_dim == 128) {
-    launch_pdl(prefill_attention_kernel<128>, grid, dim3(kThreads), 0, stream, a);
+    launch_pdl(a.out_f16 ? prefill_attention_kernel<128, true> : prefill_attention_kernel<128, false>, grid,
+               dim3(kThreads), 0, stream, a);
   } else {
-    launch_pdl(prefill_attention_kernel<64>, grid, dim3(kThreads), 0, stream, a);
+    launch_pdl(a.out_f16 ? prefill_attention_kernel<64, true> : prefill_attention_kernel<64, false>, grid,
+               dim3(kThreads), 0, stream, a);
   }
   const std::size_t kv_len = a.max_kv_len > 0 ? a.max_kv_len : a.max_q_len;
   return static_cast<std::size_t>(a.n) * a.heads * a.head_dim * 2 * 2 +

@@ -24,7 +24,8 @@ struct PrefillAttentionArgs {
   const std::int32_t* q_start = nullptr;       // its first row in q / out
   const std::int32_t* q_len = nullptr;         // its new tokens (rows q_start .. q_start + q_len - 1)
   const std::int32_t* ctx_start = nullptr;     // cache index of its first new token (tokens cached before)
-  __nv_bfloat16* out = nullptr;            // [n, heads, head_dim] bf16; only the sequences' rows are written
+  void* out = nullptr;                     // [n, heads, head_dim] bf16 (fp16 with out_f16); only the sequences' rows are written
+  bool out_f16 = false;                    // write fp16 (for fp16 weights: the o GEMM reads it directly)
   int seqs = 0, heads = 0, kv_heads = 0, head_dim = 0, block_size = 16;
   int n = 0;           // rows of q / out (only for the bytes estimate)
   int max_q_len = 0;   // >= every q_len[s]: sizes the grid (tiles past a sequence's q_len exit at once)

@@ -1,7 +1,8 @@
 // prefill_attention (tensor cores, bf16) against a float64 CPU reference computed from the same bf16
 // values, over a paged cache with a shuffled block table. Each case launches several sequences at
 // once with different q_len and ctx_start (a prompt continuing a cached prefix), lengths on and off
-// the 64-row/64-key tile edges, head_dim 64 and 128, GQA groups 1, 2 and 7.
+// the 64-row/64-key tile edges, head_dim 64 and 128, GQA groups 1, 2 and 7; every case with bf16 and
+// with fp16 output (PrefillAttentionArgs::out_f16).
 //
 // Poison: `out` starts as NaN; the q rows between and after the sequences are NaN, and so are the
 // cache slots no sequence owns and the slots of a sequence's last block past its length, so a read
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -65,7 +67,7 @@ class GpuPrefillAttention : public ::testing::TestWithParam<Case> {
 
 using testing::upload;
 
-constexpr std::uint16_t kPoison = 0xFFFF;  // a NaN bf16
+constexpr std::uint16_t kPoison = 0xFFFF;  // a NaN in bf16 and in fp16
 
 __nv_bfloat16 bf16_bits(std::uint16_t bits) {
   __nv_bfloat16_raw r;
@@ -73,11 +75,6 @@ __nv_bfloat16 bf16_bits(std::uint16_t bits) {
   return __nv_bfloat16(r);
 }
 
-std::uint16_t bits_of(__nv_bfloat16 v) {
-  std::uint16_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
 
 TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
   const Case c = GetParam();
@@ -152,93 +149,107 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
   a.max_kv_len = max_kv;
   a.scale = 1.0f / std::sqrt(static_cast<float>(D));
 
-  std::vector<__nv_bfloat16> out(q.size()), out_pdl(q.size());
-  for (int pdl = 0; pdl < 2; ++pdl) {
-    kernels::set_pdl_enabled(pdl == 1);
-    ASSERT_EQ(cudaMemset(dout, 0xFF, out_bytes), cudaSuccess);
-    EXPECT_GT(kernels::launch_prefill_attention(a, nullptr), 0u);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(pdl ? out_pdl.data() : out.data(), dout, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-  }
-  kernels::set_pdl_enabled(false);
-  EXPECT_EQ(std::memcmp(out.data(), out_pdl.data(), out_bytes), 0) << "results differ with PDL on";
+  // Both output types (bf16, and fp16 for fp16 weights); the reference and the tolerance are the same:
+  // fp16's rounding (2^-11) is finer than bf16's (2^-8).
+  for (const bool f16 : {false, true}) {
+    SCOPED_TRACE(f16 ? "fp16 output" : "bf16 output");
+    a.out_f16 = f16;
+    auto value = [&](std::uint16_t bits) -> double {
+      if (f16) {
+        __half_raw r;
+        r.x = bits;
+        return __half2float(__half(r));
+      }
+      return __bfloat162float(bf16_bits(bits));
+    };
+    std::vector<std::uint16_t> out(q.size()), out_pdl(q.size());  // output bits
+    for (int pdl = 0; pdl < 2; ++pdl) {
+      kernels::set_pdl_enabled(pdl == 1);
+      ASSERT_EQ(cudaMemset(dout, 0xFF, out_bytes), cudaSuccess);
+      EXPECT_GT(kernels::launch_prefill_attention(a, nullptr), 0u);
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(pdl ? out_pdl.data() : out.data(), dout, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    kernels::set_pdl_enabled(false);
+    EXPECT_EQ(std::memcmp(out.data(), out_pdl.data(), out_bytes), 0) << "results differ with PDL on";
 
-  // Rows outside the sequences keep the poison.
-  std::vector<char> owned(n, 0);
-  for (int s = 0; s < seqs; ++s) std::fill(owned.begin() + q_start[s], owned.begin() + q_start[s] + q_len[s], 1);
-  int stray = 0;
-  for (int r = 0; r < n; ++r)
-    if (!owned[r])
-      for (std::size_t e = 0; e < static_cast<std::size_t>(heads) * D; ++e)
-        stray += bits_of(out[static_cast<std::size_t>(r) * heads * D + e]) != kPoison;
-  EXPECT_EQ(stray, 0) << "elements written outside the sequences' rows";
+    // Rows outside the sequences keep the poison.
+    std::vector<char> owned(n, 0);
+    for (int s = 0; s < seqs; ++s) std::fill(owned.begin() + q_start[s], owned.begin() + q_start[s] + q_len[s], 1);
+    int stray = 0;
+    for (int r = 0; r < n; ++r)
+      if (!owned[r])
+        for (std::size_t e = 0; e < static_cast<std::size_t>(heads) * D; ++e)
+          stray += out[static_cast<std::size_t>(r) * heads * D + e] != kPoison;
+    EXPECT_EQ(stray, 0) << "elements written outside the sequences' rows";
 
-  // The reference reads the same bf16 values, widened once.
-  auto widen = [](const std::vector<__nv_bfloat16>& x) {
-    std::vector<double> w(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) w[i] = __bfloat162float(x[i]);
-    return w;
-  };
-  const std::vector<double> qd = widen(q), kd = widen(k), vd = widen(v);
-  const double u = 1.0 / 256;  // bf16 unit roundoff
-  double num = 0, den = 0, worst = 0;
-  int bad = 0;
-  std::vector<double> sc, acc(D), aabs(D);
-  for (int s = 0; s < seqs; ++s) {
-    for (int j = 0; j < q_len[s]; ++j) {
-      const int len = ctx_start[s] + j + 1;
-      sc.resize(len);
-      for (int h = 0; h < heads; ++h) {
-        const int kvh = h / (heads / kv_heads);
-        const double* qr = &qd[((static_cast<std::size_t>(q_start[s]) + j) * heads + h) * D];
-        double mx = -1e300;
-        for (int i = 0; i < len; ++i) {
-          const std::size_t slot = static_cast<std::size_t>(tables[table_offset[s] + i / bs]) * bs + i % bs;
-          const double* kr = &kd[slot * row + static_cast<std::size_t>(kvh) * D];
-          double dot = 0;
-          for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
-          sc[i] = dot * a.scale;
-          mx = std::max(mx, sc[i]);
-        }
-        double sum = 0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        std::fill(aabs.begin(), aabs.end(), 0.0);
-        for (int i = 0; i < len; ++i) {
-          const double p = std::exp(sc[i] - mx);
-          sum += p;
-          const std::size_t slot = static_cast<std::size_t>(tables[table_offset[s] + i / bs]) * bs + i % bs;
-          const double* vr = &vd[slot * row + static_cast<std::size_t>(kvh) * D];
+    // The reference reads the same bf16 values, widened once.
+    auto widen = [](const std::vector<__nv_bfloat16>& x) {
+      std::vector<double> w(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) w[i] = __bfloat162float(x[i]);
+      return w;
+    };
+    const std::vector<double> qd = widen(q), kd = widen(k), vd = widen(v);
+    const double u = 1.0 / 256;  // bf16 unit roundoff
+    double num = 0, den = 0, worst = 0;
+    int bad = 0;
+    std::vector<double> sc, acc(D), aabs(D);
+    for (int s = 0; s < seqs; ++s) {
+      for (int j = 0; j < q_len[s]; ++j) {
+        const int len = ctx_start[s] + j + 1;
+        sc.resize(len);
+        for (int h = 0; h < heads; ++h) {
+          const int kvh = h / (heads / kv_heads);
+          const double* qr = &qd[((static_cast<std::size_t>(q_start[s]) + j) * heads + h) * D];
+          double mx = -1e300;
+          for (int i = 0; i < len; ++i) {
+            const std::size_t slot = static_cast<std::size_t>(tables[table_offset[s] + i / bs]) * bs + i % bs;
+            const double* kr = &kd[slot * row + static_cast<std::size_t>(kvh) * D];
+            double dot = 0;
+            for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
+            sc[i] = dot * a.scale;
+            mx = std::max(mx, sc[i]);
+          }
+          double sum = 0;
+          std::fill(acc.begin(), acc.end(), 0.0);
+          std::fill(aabs.begin(), aabs.end(), 0.0);
+          for (int i = 0; i < len; ++i) {
+            const double p = std::exp(sc[i] - mx);
+            sum += p;
+            const std::size_t slot = static_cast<std::size_t>(tables[table_offset[s] + i / bs]) * bs + i % bs;
+            const double* vr = &vd[slot * row + static_cast<std::size_t>(kvh) * D];
+            for (int d = 0; d < D; ++d) {
+              acc[d] += p * vr[d];
+              aabs[d] += p * std::fabs(vr[d]);
+            }
+          }
+          const std::size_t base = ((static_cast<std::size_t>(q_start[s]) + j) * heads + h) * D;
           for (int d = 0; d < D; ++d) {
-            acc[d] += p * vr[d];
-            aabs[d] += p * std::fabs(vr[d]);
+            const double ref = acc[d] / sum, bound = 4 * u * aabs[d] / sum + 1e-5;
+            const double got = value(out[base + d]);
+            const double err = std::fabs(got - ref);
+            if (!(err <= bound)) {  // also catches NaN
+              if (bad < 5)
+                ADD_FAILURE() << "seq " << s << " token " << j << " head " << h << " dim " << d << ": got " << got
+                              << ", want " << ref << " (bound " << bound << ")";
+              ++bad;
+            }
+            worst = std::max(worst, err / bound);
+            num += (got - ref) * (got - ref);
+            den += ref * ref;
           }
-        }
-        const std::size_t base = ((static_cast<std::size_t>(q_start[s]) + j) * heads + h) * D;
-        for (int d = 0; d < D; ++d) {
-          const double ref = acc[d] / sum, bound = 4 * u * aabs[d] / sum + 1e-5;
-          const double got = __bfloat162float(out[base + d]);
-          const double err = std::fabs(got - ref);
-          if (!(err <= bound)) {  // also catches NaN
-            if (bad < 5)
-              ADD_FAILURE() << "seq " << s << " token " << j << " head " << h << " dim " << d << ": got " << got
-                            << ", want " << ref << " (bound " << bound << ")";
-            ++bad;
-          }
-          worst = std::max(worst, err / bound);
-          num += (got - ref) * (got - ref);
-          den += ref * ref;
         }
       }
     }
+    EXPECT_EQ(bad, 0) << "elements out of tolerance";
+    const double rel = std::sqrt(num / den);
+    EXPECT_LT(rel, 1e-2);
+    std::ostringstream info;
+    info << (f16 ? "fp16 out: " : "bf16 out: ") << "relative L2 error " << rel << ", worst error / bound " << worst;
+    RecordProperty("accuracy", info.str());
+    std::printf("[ info     ] %s\n", info.str().c_str());
   }
-  EXPECT_EQ(bad, 0) << "elements out of tolerance";
-  const double rel = std::sqrt(num / den);
-  EXPECT_LT(rel, 1e-2);
-  std::ostringstream info;
-  info << "relative L2 error " << rel << ", worst error / bound " << worst;
-  RecordProperty("accuracy", info.str());
-  std::printf("[ info     ] %s\n", info.str().c_str());
 
   for (void* p : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dtab),
                   static_cast<void*>(doff), static_cast<void*>(dqs), static_cast<void*>(dql),

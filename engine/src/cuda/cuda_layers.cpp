@@ -170,7 +170,6 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     const bool fuse_rope = decode_att && o.n_seqs == N;
     if (!fuse_rope) kernels::launch_rope_kv(r, stream_);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    void* att_in = att_;  // what the o product reads
     if (prefill_att) {
       kernels::PrefillAttentionArgs a;
       a.q = static_cast<const bf16*>(q_);
@@ -181,7 +180,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.q_len = meta_ + o.seq_qlen;
       a.ctx_start = meta_ + o.seq_ctx0;
       a.table_offset = meta_ + o.seq_toff;
-      a.out = static_cast<bf16*>(att_);
+      a.out = att_;
+      a.out_f16 = wtype_ == ElemType::f16;  // the o GEMM reads the weights' type
       a.seqs = o.n_seqs;
       a.n = N;
       a.max_q_len = N;
@@ -192,12 +192,6 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.block_size = cache_.shape().block_size;
       a.scale = scale;
       kernels::launch_prefill_attention(a, stream_);
-      if (wtype_ == ElemType::f16) {  // the o GEMM reads fp16: convert into q_ (free after attention)
-        // bf16 -> fp32 -> fp16 would need a kernel per pair; the bf16 -> fp16 converter takes raw bits.
-        kernels::launch_bf16_to_f16(static_cast<const std::uint16_t*>(att_), static_cast<std::uint16_t*>(q_),
-                                    static_cast<std::size_t>(N) * Q, stream_);
-        att_in = q_;
-      }
     } else {
       kernels::AttentionArgs a;
       a.q = static_cast<const float*>(q_);
@@ -222,7 +216,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
         kernels::launch_attention(a, stream_);
     }
     CUDA_TRY(cudaGetLastError());
-    if (auto st = linear(att_in, L.o, wtype_, nullptr, x_, x_, N, H, Q); !st) return st;
+    if (auto st = linear(att_, L.o, wtype_, nullptr, x_, x_, N, H, Q); !st) return st;
     // MLP block (one token: norm and SwiGLU run inside the gate/up product).
     if (N == 1) {
       if (auto st = linear(x_, L.gate_up, wtype_, nullptr, nullptr, static_cast<float*>(act_), 1, 2 * FF, H,
