@@ -134,11 +134,21 @@ __host__ __device__ constexpr int staged_half(int vecs) { return vecs + ((4 - ve
 // reads the 16-byte weight vectors l, l + 32, ... of its row(s), kU of them per step, and the
 // matching 8 x values. kStage: x (normalized when kNorm) is first copied into shared memory, split
 // into the low and high 4 floats of each 8-column group so the lanes' 16-byte reads don't conflict.
-template <typename Ops, bool kNorm, bool kSwiglu, bool kStage>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>)
+// kNarrow (products without SwiGLU): blocks of 7 warps at 5 per SM (<= 56 registers), 35 warps per
+// SM instead of 32; with x staged, 7 loads per row in flight (a 3,584-column row in exactly two
+// steps). q/k/v (4,608 rows) then runs in one round on 132 SMs, and o and down get the same launch
+// shape as q/k/v, which is what keeps the PDL handovers between them cheap (docs/PERFORMANCE.md,
+// session 8 step 8: narrow for q/k/v alone lost in the chain, for all three won).
+template <bool kNarrow>
+constexpr int kWarpsOf = kNarrow ? 7 : kWarps;
+template <typename Ops, bool kNorm, bool kSwiglu, bool kStage, bool kNarrow = false>
+__global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBlocks<kStage, kNorm || kSwiglu>)
     gemv_vec(const Params<typename Ops::T> p) {
+  static_assert(!kNarrow || !kSwiglu, "no narrow SwiGLU");
+  constexpr int kWarps = kWarpsOf<kNarrow>;
+  constexpr int kThreads = kWarps * 32;
   constexpr int kR = kSwiglu ? 2 : 1;          // weight rows per output
-  constexpr int kU = kLoads<kStage, kSwiglu>;  // 16-byte loads per row per step
+  constexpr int kU = kNarrow && kStage ? 7 : kLoads<kStage, kSwiglu>;  // 16-byte loads per row per step
   constexpr int kStep = 32 * kU;               // 16-byte vectors per row per step
   extern __shared__ float4 xs[];               // kStage: [2][ps] (ps = staged_half(vecs) >= vecs)
   const int lane = threadIdx.x & 31;
@@ -204,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kNorm || kSwiglu>
       }
     }
     if constexpr (kNorm) {
-      inv = block_inv_rms(ss, p.cols, p.eps);
+      inv = block_inv_rms<kWarps>(ss, p.cols, p.eps);
       if constexpr (kStage) {
         // Each thread rescales the elements it staged itself: no barrier needed in between.
         const uint2* g2 = reinterpret_cast<const uint2*>(p.g);
@@ -309,8 +319,10 @@ template <typename T>
 using KernelFn = void (*)(Params<T>);
 
 template <typename Ops, bool kNorm, bool kSwiglu>
-KernelFn<typename Ops::T> pick(bool vec, bool stage) {
+KernelFn<typename Ops::T> pick(bool vec, bool stage, bool narrow) {
   if (!vec) return gemv_scalar<Ops, kNorm, kSwiglu>;
+  if constexpr (!kSwiglu)
+    if (narrow) return stage ? gemv_vec<Ops, kNorm, kSwiglu, true, true> : gemv_vec<Ops, kNorm, kSwiglu, false, true>;
   return stage ? gemv_vec<Ops, kNorm, kSwiglu, true> : gemv_vec<Ops, kNorm, kSwiglu, false>;
 }
 
@@ -348,18 +360,24 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
                      (norm || g_tuning.stage_plain != 0);
   const std::size_t smem = stage ? static_cast<std::size_t>(2 * staged_half(a.cols / 8)) * 16 : 0;
 
+  // The narrow shape (see gemv_vec) for the products without SwiGLU up to two rounds of its warps
+  // (q/k/v, o, down; not lm_head, whose 152k rows stream better in the default shape).
+  const long long narrow_warps = static_cast<long long>(dev.sms) * 5 * 7;
+  const bool narrow = wave && vec && !a.swiglu &&
+                      (g_tuning.narrow > 0 || (g_tuning.narrow < 0 && outs <= 2 * narrow_warps));
+  const int wpb = narrow ? 7 : kWarps;
   KernelFn<T> kernel = nullptr;
   if (norm) {
-    kernel = a.swiglu ? pick<Ops, true, true>(vec, stage) : pick<Ops, true, false>(vec, stage);
+    kernel = a.swiglu ? pick<Ops, true, true>(vec, stage, false) : pick<Ops, true, false>(vec, stage, narrow);
   } else {
-    kernel = a.swiglu ? pick<Ops, false, true>(vec, stage) : pick<Ops, false, false>(vec, stage);
+    kernel = a.swiglu ? pick<Ops, false, true>(vec, stage, false) : pick<Ops, false, false>(vec, stage, narrow);
   }
   if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
 
   unsigned blocks = static_cast<unsigned>((outs + kWarps - 1) / kWarps);
   if (wave) {
     int occ = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, kThreads, smem) != cudaSuccess || occ <= 0) occ = 1;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, wpb * 32, smem) != cudaSuccess || occ <= 0) occ = 1;
     if (g_tuning.blocks_per_sm > 0) occ = std::min(occ, g_tuning.blocks_per_sm);
     blocks = static_cast<unsigned>(std::min<long long>(static_cast<long long>(dev.sms) * occ, outs));
   }
@@ -378,11 +396,11 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   // When most warps have one output and some two (the q/k/v projection: 4608 rows for 4224 warps),
   // the second rows would stream at the pace of a few warps per SM after the rest are done: fetch
   // them into L2 up front instead (at most one row per warp, a few MB).
-  const long long warps = static_cast<long long>(blocks) * kWarps;
+  const long long warps = static_cast<long long>(blocks) * wpb;
   p.l2_next = g_tuning.l2_next >= 0 ? g_tuning.l2_next : (outs > warps && outs <= 2 * warps ? 1 : 0);
   p.early_trigger = g_tuning.early_trigger >= 0 ? g_tuning.early_trigger : 1;
   p.early_epi = g_tuning.early_epi >= 0 ? g_tuning.early_epi : 1;
-  (void)launch_pdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, p);
+  (void)launch_pdl(kernel, dim3(blocks), dim3(wpb * 32), smem, stream, p);
 
   const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
                     n = static_cast<std::size_t>(outs);

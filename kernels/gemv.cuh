@@ -65,7 +65,9 @@ inline std::size_t launch_gemv_bf16(const GemvArgs& args, cudaStream_t stream) {
 //   l2_next:         [when outputs <= 2 x warps] each warp prefetches the weight rows of its next
 //                    output into L2 while it works on the current one;
 //   early_epi:       [1] the epilogue inputs of each warp's first output read early: the bias before
-//                    the PDL wait, the residual right after it (0: both in the epilogue).
+//                    the PDL wait, the residual right after it (0: both in the epilogue);
+//   narrow:          [products without SwiGLU of up to 2 x SMs x 35 outputs] blocks of 7 warps at 5
+//                    per SM instead of 8 at 4 (1: every product without SwiGLU; 0: never).
 struct GemvTuning {
   int wave = -1;
   int blocks_per_sm = 0;
@@ -74,6 +76,7 @@ struct GemvTuning {
   int early_trigger = -1;
   int l2_next = -1;
   int early_epi = -1;
+  int narrow = -1;
 };
 void set_gemv_tuning(const GemvTuning& t);
 

@@ -18,15 +18,16 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // 1 / sqrt(mean(x^2) + eps) from each thread's partial sum of squares; every thread gets it.
-// Contains a __syncthreads(): call from all threads of a block of kBlockWarps warps.
+// Contains a __syncthreads(): call from all threads of a block of W warps.
+template <int W = kBlockWarps>
 __device__ __forceinline__ float block_inv_rms(float ss, int cols, float eps) {
-  __shared__ float red[kBlockWarps];
+  __shared__ float red[W];
   ss = warp_sum(ss);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
   __syncthreads();
   float total = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kBlockWarps; ++k) total += red[k];
+  for (int k = 0; k < W; ++k) total += red[k];
   return 1.0f / sqrtf(total / static_cast<float>(cols) + eps);
 }
 

@@ -422,13 +422,16 @@ int main(int argc, char** argv) {
         const char* name;
         cosmos::kernels::GemvTuning t;
       };
-      cosmos::kernels::GemvTuning blocks, no_l2, late, late_epi;
+      cosmos::kernels::GemvTuning blocks, no_l2, late, late_epi, wide, n_all;
       blocks.wave = 0;
       no_l2.l2_next = 0;
       late.early_trigger = 0;
       late_epi.early_epi = 0;
+      wide.narrow = 0;
+      n_all.narrow = 1;
       const Shape shapes[] = {{"default", {}},          {"wave=0", blocks},       {"l2_next=0", no_l2},
-                              {"early_trigger=0", late}, {"early_epi=0", late_epi}};
+                              {"early_trigger=0", late}, {"early_epi=0", late_epi}, {"narrow=0", wide},
+                              {"narrow=1", n_all}};
       for (const Shape& s : shapes) {
         cosmos::kernels::set_gemv_tuning(s.t);
         for (const bool pdl : {false, true}) {
@@ -453,8 +456,8 @@ int main(int argc, char** argv) {
                             {"gate/up + norm + swiglu", 4u, 2.0 * 2 * kFF * kH, kLayers},
                             {"down + residual", 8u, 2.0 * kH * kFF, kLayers},
                             {"lm_head + norm", 16u, 2.0 * kVocab * kH, 1}};
-      // The default shape, then the epilogue inputs read late (the product kinds it changes).
-      for (const Shape& sh : {shapes[0], shapes[4]}) {
+      // The default shape, then the shapes that change single products.
+      for (const Shape& sh : {shapes[0], shapes[4], shapes[5]}) {
         cosmos::kernels::set_gemv_tuning(sh.t);
         for (const Kind& k : kinds) {
           const float us = time_chain<T>(c, true, k.bit);

@@ -45,6 +45,7 @@ namespace {
 void flip_variants(kernels::GemvTuning& t) {
   const kernels::GemvTuning def;
   t.early_epi = def.early_epi == 0 ? 1 : 0;  // default -1 means on
+  t.narrow = 0;                               // default -1 means "small products"; the forced runs below cover 1
 }
 
 constexpr double kU = 1.0 / (1 << 24);
@@ -219,15 +220,17 @@ void run_case(const Case& c) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
 
   // Both launch shapes (GemvTuning::wave), each with PDL off and on; then the wave shape with the
-  // kernel variants of GemvTuning (the early epilogue inputs) switched the other way from the default.
-  for (int run = 0; run < 6; ++run) {
+  // kernel variants of GemvTuning (early epilogue inputs, the narrow shape) switched the other way.
+  // Runs 6, 7: the narrow shape forced on for every product without SwiGLU.
+  for (int run = 0; run < 8; ++run) {
     const bool pdl = run % 2 == 1;
     kernels::GemvTuning tuning;
     tuning.wave = run >= 4 ? 1 : run / 2;
-    if (run >= 4) flip_variants(tuning);
+    if (run == 4 || run == 5) flip_variants(tuning);
+    if (run >= 6) tuning.narrow = 1;
     kernels::set_gemv_tuning(tuning);
     SCOPED_TRACE(std::string(pdl ? "pdl on" : "pdl off") + (tuning.wave ? ", wave" : ", blocks") +
-                 (run >= 4 ? ", variants flipped" : ""));
+                 (run == 4 || run == 5 ? ", variants flipped" : run >= 6 ? ", narrow forced" : ""));
     kernels::set_pdl_enabled(pdl);
     ASSERT_EQ(cudaMemset(dy.ptr, 0xFF, (outs + kGuard) * sizeof(float)), cudaSuccess);  // NaN poison
     if (c.alias) dy.upload(residual);
