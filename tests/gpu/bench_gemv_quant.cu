@@ -8,8 +8,9 @@
 // the whole chain per token estimated as 28 x (q/k/v + o + gate/up + down) + lm_head.
 // --sweep: graph + PDL only, every QGemvTuning combination per format and matrix (one line each,
 // combinations resolving to the same launch timed once), the best per matrix, and the chain with the
-// best per matrix and with the automatic knobs. --fmt int8|fp8|int4 limits either mode to a format.
-//   bench_gemv_quant [--sweep] [--fmt FMT]
+// best per matrix and with the automatic knobs. --chain: the step's products in the engine's order
+// with launch variants (see chain()). --fmt int8|fp8|int4 limits any mode to a format.
+//   bench_gemv_quant [--sweep | --chain] [--fmt FMT]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -84,6 +85,41 @@ const char* kind_name(QuantKind k) {
   return "?";
 }
 
+// Bytes of one quantized [rows, cols] matrix: values and scales (int4: a scale and a minimum per group).
+std::size_t matrix_bytes(QuantKind kind, int rows, int cols) {
+  const std::size_t r = static_cast<std::size_t>(rows);
+  const std::size_t q = r * static_cast<std::size_t>(cosmos::kernels::quant_row_bytes(kind, cols));
+  return kind == QuantKind::int4_group ? q + r * static_cast<std::size_t>(cosmos::kernels::quant_groups(cols)) * 4
+                                      : q + r * 4;
+}
+
+// A quantized [rows, cols] matrix of random bytes and plausible scales; `alloc` gives device memory.
+template <typename Alloc>
+cosmos::kernels::QuantMatrix make_matrix(QuantKind kind, int rows_, int cols_, unsigned& seed, Alloc&& alloc,
+                                         cudaStream_t stream) {
+  const std::size_t rows = static_cast<std::size_t>(rows_);
+  const std::size_t groups = static_cast<std::size_t>(cosmos::kernels::quant_groups(cols_));
+  const std::size_t q_bytes = rows * static_cast<std::size_t>(cosmos::kernels::quant_row_bytes(kind, cols_));
+  cosmos::kernels::QuantMatrix m;
+  m.kind = kind;
+  auto* q = static_cast<std::uint8_t*>(alloc(q_bytes));
+  fill_bytes<<<2048, 256, 0, stream>>>(q, q_bytes, seed++, kind == QuantKind::fp8_row);
+  m.q = q;
+  if (kind == QuantKind::int4_group) {
+    auto* gs = static_cast<__nv_bfloat16*>(alloc(rows * groups * 2));
+    auto* gm = static_cast<__nv_bfloat16*>(alloc(rows * groups * 2));
+    fill_bf16<<<1024, 256, 0, stream>>>(gs, rows * groups, seed++, 0.002f, 0.004f);
+    fill_bf16<<<1024, 256, 0, stream>>>(gm, rows * groups, seed++, 0.01f, -0.03f);
+    m.group_scale = reinterpret_cast<const std::uint16_t*>(gs);
+    m.group_min = reinterpret_cast<const std::uint16_t*>(gm);
+  } else {
+    auto* rs = static_cast<float*>(alloc(rows * 4));
+    fill_f32<<<256, 256, 0, stream>>>(rs, rows, seed++, 0.0002f, kind == QuantKind::fp8_row ? 0.0002f : 0.0005f);
+    m.row_scale = rs;
+  }
+  return m;
+}
+
 // Median of `batches` timings of `launch` (which enqueues one batch of `per_batch` launches on
 // `stream`), after two warm-up batches: microseconds per launch.
 template <typename F>
@@ -99,31 +135,10 @@ class ShapeBench {
  public:
   ShapeBench(QuantKind kind, const Shape& s, cudaStream_t stream) : s_(s), stream_(stream) {
     const std::size_t rows = static_cast<std::size_t>(s.rows), cols = static_cast<std::size_t>(s.cols);
-    const std::size_t groups = static_cast<std::size_t>(cosmos::kernels::quant_groups(s.cols));
-    const std::size_t q_bytes = rows * static_cast<std::size_t>(cosmos::kernels::quant_row_bytes(kind, s.cols));
-    const bool int4 = kind == QuantKind::int4_group;
-    const std::size_t scale_bytes = int4 ? rows * groups * 4 : rows * 4;
-    copies_ = std::max(1, static_cast<int>((256ull << 20) / (q_bytes + scale_bytes)));  // > 4x the L2
+    copies_ = std::max(1, static_cast<int>((256ull << 20) / matrix_bytes(kind, s.rows, s.cols)));  // > 4x the L2
     unsigned seed = 1;
     mats_.resize(copies_);
-    for (auto& m : mats_) {
-      m.kind = kind;
-      auto* q = static_cast<std::uint8_t*>(dalloc(q_bytes));
-      fill_bytes<<<2048, 256, 0, stream>>>(q, q_bytes, seed++, kind == QuantKind::fp8_row);
-      m.q = q;
-      if (int4) {
-        auto* gs = static_cast<__nv_bfloat16*>(dalloc(rows * groups * 2));
-        auto* gm = static_cast<__nv_bfloat16*>(dalloc(rows * groups * 2));
-        fill_bf16<<<1024, 256, 0, stream>>>(gs, rows * groups, seed++, 0.002f, 0.004f);
-        fill_bf16<<<1024, 256, 0, stream>>>(gm, rows * groups, seed++, 0.01f, -0.03f);
-        m.group_scale = reinterpret_cast<const std::uint16_t*>(gs);
-        m.group_min = reinterpret_cast<const std::uint16_t*>(gm);
-      } else {
-        auto* rs = static_cast<float*>(dalloc(rows * 4));
-        fill_f32<<<256, 256, 0, stream>>>(rs, rows, seed++, 0.0002f, kind == QuantKind::fp8_row ? 0.0002f : 0.0005f);
-        m.row_scale = rs;
-      }
-    }
+    for (auto& m : mats_) m = make_matrix(kind, s.rows, s.cols, seed, [&](std::size_t b) { return dalloc(b); }, stream);
     x_ = static_cast<float*>(dalloc(cols * 4));
     y_ = static_cast<float*>(dalloc(rows * 4));
     bias_ = static_cast<__nv_bfloat16*>(dalloc(rows * 2));
@@ -290,18 +305,118 @@ int sweep(double copy_gbs, cudaStream_t stream, const char* only_fmt) {
   return 0;
 }
 
+// --chain: the decode step's products in the engine's order (28 x (norm+q/k/v, o, norm+gate/up+
+// SwiGLU, down) + norm+lm_head), every matrix its own weights (the model's bytes, from DRAM), in one
+// CUDA graph with PDL, so each launch hands over to its real neighbours (the sweep times one
+// product 28 times in a row). Variants override the automatic knobs of some products at capture
+// time; one line per variant: us per token and % of the copy bandwidth.
+struct ChainVariant {
+  const char* name;
+  QGemvTuning knobs[5];  // per kShapes entry (QGemvTuning{} = automatic)
+};
+const QGemvTuning kAuto{};
+const QGemvTuning kCudaCores{0, 0, -1, -1, -1, 0, 0};   // int4: the CUDA-core kernel, also for q/k/v
+const QGemvTuning kXThroughL1{0, 0, -1, -1, 0, -1, 0};  // down: x read through L1, 4 blocks per SM
+const QGemvTuning kRows1{1, 0, -1, -1, -1, -1, 0};
+const QGemvTuning kRows2{2, 0, -1, -1, -1, -1, 0};
+const QGemvTuning kLoads4{0, 4, -1, -1, -1, -1, 0};
+const ChainVariant kChainVariants[] = {
+    {"automatic (as the engine)", {kAuto, kAuto, kAuto, kAuto, kAuto}},
+    {"q/k/v on CUDA cores", {kCudaCores, kAuto, kAuto, kAuto, kAuto}},
+    {"down: x through L1", {kAuto, kAuto, kAuto, kXThroughL1, kAuto}},
+    {"down: 4 loads", {kAuto, kAuto, kAuto, kLoads4, kAuto}},
+    {"q/k/v, o, down: 1 row per warp", {kRows1, kRows1, kAuto, kRows1, kAuto}},
+    {"q/k/v, o, down: 2 rows per warp", {kRows2, kRows2, kAuto, kRows2, kAuto}},
+    {"q/k/v CUDA cores + down x through L1", {kCudaCores, kAuto, kAuto, kXThroughL1, kAuto}},
+    {"automatic (again)", {kAuto, kAuto, kAuto, kAuto, kAuto}},
+};
+
+int chain(double copy_gbs, cudaStream_t stream, const char* only_fmt) {
+  std::printf("chain: the decode step's products in order, one graph with PDL, us per token\n");
+  for (const QuantKind kind : kKinds) {
+    if (only_fmt && std::strcmp(only_fmt, kind_name(kind)) != 0) continue;
+    std::vector<void*> allocs;
+    auto dalloc = [&](std::size_t bytes) {
+      void* p = nullptr;
+      CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16)));
+      allocs.push_back(p);
+      return p;
+    };
+    unsigned seed = 1;
+    std::vector<cosmos::kernels::QuantMatrix> mats;  // [layer * 4 + shape], then lm_head
+    double mb = 0;
+    for (int l = 0; l <= kLayers; ++l)
+      for (int i = 0; i < 5; ++i) {
+        if ((l == kLayers) != (i == 4)) continue;
+        mats.push_back(make_matrix(kind, kShapes[i].rows, kShapes[i].cols, seed, dalloc, stream));
+        mb += matrix_bytes(kind, kShapes[i].rows, kShapes[i].cols) / 1e6;
+      }
+    auto* x = static_cast<float*>(dalloc(kFF * 4));       // residual stream [H] (and down's input [FF])
+    auto* act = static_cast<float*>(dalloc(kFF * 4));     // SwiGLU output [FF]
+    auto* qkv = static_cast<float*>(dalloc(kQkv * 4));    // [q_dim + 2 kv_dim]
+    auto* logits = static_cast<float*>(dalloc(kVocab * 4));
+    auto* bias = static_cast<__nv_bfloat16*>(dalloc(kQkv * 2));
+    auto* g = static_cast<__nv_bfloat16*>(dalloc(kH * 2));
+    fill_f32<<<256, 256, 0, stream>>>(x, kFF, 7u, 2.0f, 0.0f);
+    fill_f32<<<256, 256, 0, stream>>>(act, kFF, 8u, 2.0f, 0.0f);
+    fill_bf16<<<256, 256, 0, stream>>>(bias, kQkv, 9u, 0.2f, 0.0f);
+    fill_bf16<<<256, 256, 0, stream>>>(g, kH, 10u, 0.5f, 1.0f);
+    CHECK(cudaGetLastError());
+    CHECK(cudaStreamSynchronize(stream));
+    for (const ChainVariant& v : kChainVariants) {
+      cosmos::kernels::set_pdl_enabled(true);
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int l = 0; l <= kLayers; ++l)
+        for (int i = 0; i < 5; ++i) {
+          if ((l == kLayers) != (i == 4)) continue;
+          const Shape& sh = kShapes[i];
+          QGemvArgs a;
+          a.w = mats[static_cast<std::size_t>(l) * 4 + (i == 4 ? 0 : i)];
+          a.rows = sh.rows;
+          a.cols = sh.cols;
+          a.x = i == 1 ? qkv : i == 3 ? act : x;  // o reads the attention output (q's rows of qkv here)
+          a.y = i == 0 ? qkv : i == 2 ? act : i == 4 ? logits : x;
+          a.bias = sh.bias ? bias : nullptr;
+          a.residual = sh.residual ? x : nullptr;
+          a.norm_weight = sh.norm ? g : nullptr;
+          a.swiglu = sh.swiglu;
+          cosmos::kernels::set_gemv_quant_tuning(v.knobs[i]);
+          (void)cosmos::kernels::launch_gemv_quant(a, stream);
+        }
+      cosmos::kernels::set_gemv_quant_tuning(QGemvTuning{});
+      CHECK(cudaStreamEndCapture(stream, &graph));
+      CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      CHECK(cudaGraphDestroy(graph));
+      const float us = us_per_launch([&] { CHECK(cudaGraphLaunch(exec, stream)); }, 1, stream, 15);
+      CHECK(cudaGraphExecDestroy(exec));
+      cosmos::kernels::set_pdl_enabled(false);
+      const double floor_us = mb * 1e3 / copy_gbs;
+      std::printf("chain %-5s %-40s %8.0f us (%6.1f tok/s, %5.1f%% of copy; floor %.0f us for %.0f MB)\n",
+                  kind_name(kind), v.name, us, 1e6 / us, 100 * floor_us / us, floor_us, mb);
+      std::fflush(stdout);
+    }
+    CHECK(cudaStreamSynchronize(stream));
+    for (void* p : allocs) CHECK(cudaFree(p));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool do_sweep = false;
+  bool do_sweep = false, do_chain = false;
   const char* only_fmt = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sweep") == 0) {
       do_sweep = true;
+    } else if (std::strcmp(argv[i], "--chain") == 0) {
+      do_chain = true;
     } else if (std::strcmp(argv[i], "--fmt") == 0 && i + 1 < argc) {
       only_fmt = argv[++i];
     } else {
-      std::printf("usage: bench_gemv_quant [--sweep] [--fmt int8|fp8|int4]\n");
+      std::printf("usage: bench_gemv_quant [--sweep | --chain] [--fmt int8|fp8|int4]\n");
       return 2;
     }
   }
@@ -315,8 +430,8 @@ int main(int argc, char** argv) {
   std::printf("device copy: %.0f GB/s (1 GiB, read + write counted)\n\n", copy_gbs);
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  if (do_sweep) {
-    const int rc = sweep(copy_gbs, stream, only_fmt);
+  if (do_sweep || do_chain) {
+    const int rc = do_sweep ? sweep(copy_gbs, stream, only_fmt) : chain(copy_gbs, stream, only_fmt);
     CHECK(cudaStreamDestroy(stream));
     return rc;
   }

@@ -83,7 +83,8 @@ fi
 
 qbench_line="not built"
 if [ -x "$bin/bench_gemv_quant" ]; then
-  # COSMOS_QBENCH_ARGS="--sweep": every launch variant per format and shape (bench_gemv_quant.cu).
+  # COSMOS_QBENCH_ARGS="--sweep": every launch variant per format and shape; "--chain": the step's
+  # products in order, with launch variants (bench_gemv_quant.cu).
   "$bin/bench_gemv_quant" ${COSMOS_QBENCH_ARGS:-} > "$LOGS/bench_gemv_quant.txt" 2>&1
   { echo "== bench_gemv_quant"; cat "$LOGS/bench_gemv_quant.txt"; } >> "$OUT/tests.log"
   qbench_line=$(tail -3 "$LOGS/bench_gemv_quant.txt" | tr '\n' ' ')

@@ -27,10 +27,13 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // 1. embedding: out[i] = fp32(table[ids[i]]) bit for bit (the conversion is exact); rows with a
-// negative id are left untouched (still poisoned).
+// negative id are left untouched (still poisoned). Widths that are and are not multiples of 8 and a
+// table that is not 16-byte aligned (the scalar kernel), and a row of 8,200 (the vector kernel's
+// second batch of loads).
 
 struct EmbCase {
   int vocab, hidden, n;
+  int table_offset = 0;  // elements: a table not 16-byte aligned takes the scalar kernel
 };
 
 using GpuEmbedding = GpuOpsP<EmbCase>;
@@ -51,7 +54,7 @@ TEST_P(GpuEmbedding, GathersRowsExactlyAndSkipsNegativeIds) {
   DevBuf<std::uint16_t> dt;
   DevBuf<std::int32_t> di;
   DevBuf<float> dout;
-  dt.alloc(table.size());
+  dt.alloc(table.size(), static_cast<std::size_t>(c.table_offset));
   dt.upload(table);
   di.alloc(ids.size());
   di.upload(ids);
@@ -83,9 +86,11 @@ TEST_P(GpuEmbedding, GathersRowsExactlyAndSkipsNegativeIds) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuEmbedding,
                          ::testing::Values(EmbCase{5, 1, 3}, EmbCase{100, 64, 7}, EmbCase{37, 77, 6},
-                                           EmbCase{1000, 3584, 33}, EmbCase{3, 257, 1}),
+                                           EmbCase{1000, 3584, 33}, EmbCase{3, 257, 1}, EmbCase{50, 3584, 5, 1},
+                                           EmbCase{20, 8200, 6}, EmbCase{20, 9000, 3}),
                          [](const ::testing::TestParamInfo<EmbCase>& i) {
-                           return cat("v", i.param.vocab, "_h", i.param.hidden, "_n", i.param.n);
+                           return cat("v", i.param.vocab, "_h", i.param.hidden, "_n", i.param.n,
+                                      i.param.table_offset ? cat("_off", i.param.table_offset) : std::string());
                          });
 
 // ---------------------------------------------------------------------------------------------

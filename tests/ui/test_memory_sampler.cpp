@@ -1,13 +1,37 @@
 // MemorySampler reads memory on its own thread, about 4 times a second, and can be asked for a
 // sample at once.
-#include <QSignalSpy>
 #include <QtTest>
 
 #include <atomic>
+#include <memory>
 
 #include "memory_sampler.h"
 
 using cosmos::ui::MemorySampler;
+
+// Records the samples on this (the test's) thread: the signal is emitted on the sampler's thread,
+// and a QSignalSpy connected there would append to its list while the test reads it (Qt 6.4's spy
+// has no lock), which crashed CI once. A queued connection to an object living here avoids that.
+struct Recorder : QObject {
+  struct Sample {
+    qint64 used, total;
+    bool gpu;
+    QThread* emittedOn;
+  };
+  QList<Sample> samples;
+  // Written on the sampler's thread (shared, so a late emission after this object is gone is harmless).
+  std::shared_ptr<std::atomic<QThread*>> lastEmitter = std::make_shared<std::atomic<QThread*>>(nullptr);
+
+  explicit Recorder(MemorySampler& sampler) {
+    // Direct: note the emitting thread. Queued (this object lives here): store the sample here.
+    connect(&sampler, &MemorySampler::sampled, &sampler,
+            [emitter = lastEmitter](qint64, qint64, bool) { *emitter = QThread::currentThread(); },
+            Qt::DirectConnection);
+    connect(&sampler, &MemorySampler::sampled, this, [this](qint64 used, qint64 total, bool gpu) {
+      samples.append({used, total, gpu, lastEmitter->load()});
+    });
+  }
+};
 
 class TestMemorySampler : public QObject {
   Q_OBJECT
@@ -15,35 +39,32 @@ class TestMemorySampler : public QObject {
  private slots:
   void samplesOffTheCallingThread() {
     MemorySampler sampler;
-    std::atomic<QThread*> where{nullptr};
-    connect(&sampler, &MemorySampler::sampled, &sampler,
-            [&where](qint64, qint64, bool) { where = QThread::currentThread(); }, Qt::DirectConnection);
-    QSignalSpy spy(&sampler, &MemorySampler::sampled);
-    QVERIFY(spy.wait(10000));  // generous: a loaded CI machine, not a speed check
-    QVERIFY(where.load() != nullptr);
-    QVERIFY(where.load() != QThread::currentThread());
-    const auto args = spy.takeFirst();
-    QVERIFY(args.at(0).toLongLong() > 1024 * 1024);                 // this process's resident set
-    QVERIFY(args.at(1).toLongLong() > args.at(0).toLongLong());     // the machine's RAM
-    QCOMPARE(args.at(2).toBool(), false);                           // CPU reading by default
+    Recorder rec(sampler);
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.samples.isEmpty(), 10000);  // generous: a loaded CI machine, not a speed check
+    const auto s = rec.samples.first();
+    QVERIFY(s.emittedOn != nullptr);
+    QVERIFY(s.emittedOn != QThread::currentThread());
+    QVERIFY(s.used > 1024 * 1024);  // this process's resident set
+    QVERIFY(s.total > s.used);      // the machine's RAM
+    QCOMPARE(s.gpu, false);         // CPU reading by default
   }
 
   void keepsSamplingAndAnswersRequests() {
     MemorySampler sampler;
-    QSignalSpy spy(&sampler, &MemorySampler::sampled);
-    QTRY_VERIFY_WITH_TIMEOUT(spy.count() >= 3, 10000);  // periodic: 4 per second (timeout generous for loaded CI)
-    const int before = spy.count();
+    Recorder rec(sampler);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.samples.size() >= 3, 10000);  // periodic: 4 per second (timeout generous for loaded CI)
+    const auto before = rec.samples.size();
     sampler.requestSample();
-    QTRY_VERIFY_WITH_TIMEOUT(spy.count() > before, 5000);
+    QTRY_VERIFY_WITH_TIMEOUT(rec.samples.size() > before, 5000);
   }
 
   void gpuWithoutAGpuFallsBackToTheProcess() {
     MemorySampler sampler;
     sampler.setGpu(true);  // no usable GPU on CI machines: the CPU reading comes instead
-    QSignalSpy spy(&sampler, &MemorySampler::sampled);
+    Recorder rec(sampler);
     sampler.requestSample();
-    QVERIFY(spy.wait(10000));  // generous: a loaded CI machine, not a speed check
-    QVERIFY(spy.last().at(1).toLongLong() > 0);
+    QTRY_VERIFY_WITH_TIMEOUT(!rec.samples.isEmpty(), 10000);  // generous: a loaded CI machine, not a speed check
+    QVERIFY(rec.samples.last().total > 0);
   }
 };
 
