@@ -15,8 +15,10 @@
 // So a 64-key round is 64 tensor-core instructions per block for D = 128, where the CUDA-core kernel
 // spends ~7 x 64 x 2 x 128 FMAs. At the end of the split the 4 mma warps' (max, sum, O) are combined
 // through shared memory into the split's result: final when the context fits one split, else a
-// partial that the last block of the (token, KV head) merges (threads over (head, 4 dims), the
-// split weights computed once per head).
+// partial that the last block of the (token, KV head) merges, one head per warp (the merge is a
+// chain of dependent L2 round trips, 2-3 us per layer: the warp reads the splits' maxima and sums
+// together with its first 16 partials; a two-level merge over groups of 8 splits measured 3.5 us
+// slower, docs/PERFORMANCE.md session 10).
 //
 // Splits as the CUDA-core kernel's (up to 64 of multiples of 64 keys; measured at 4k: 64 splits of
 // one round beat 32 of two rounds and 16 of four). Fused with RoPE (decode steps), the first round's
@@ -59,8 +61,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   // the combine: [warp][16][D] fp32.
   __shared__ __align__(128) unsigned char smem[2 * kTileBytes + 16 * D * 2];
   __shared__ float s_m[kWarps][16], s_l[kWarps][16];  // per warp and row: max (raw score), sum
-  __shared__ float s_w[kMaxGroup][kSplits];            // merge: each split's weight, per head
-  __shared__ float s_sum[kMaxGroup];                   // merge: total sum, per head
   __shared__ int last_flag;
   const unsigned sK = smem_u32(smem), sV = sK + kTileBytes, sQ = sV + kTileBytes;
   auto elem = [&](unsigned tile, int r, int e) {  // the bf16 element e of row r of a tile
@@ -286,45 +286,65 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   if (active == 1) return;
 
   // The last block of the (token, KV head) to finish merges the splits.
-  __threadfence();
+  // Arrival as cooperative groups' grid barrier does it: the block's partial stores are ordered by
+  // the barrier before thread 0's fence (cumulative) and ticket, and after the last ticket by its
+  // fence before the block's reads.
   __syncthreads();
   if (tid == 0) {
     int* counter = sc.counters + t * a.kv_heads + kvh;
+    __threadfence();
     const int ticket = atomicAdd(counter, 1);
     last_flag = ticket == active - 1;
-    if (last_flag) *counter = 0;  // ready for the next launch
+    if (last_flag) {
+      *counter = 0;  // ready for the next launch
+      __threadfence();
+    }
   }
   __syncthreads();
   if (!last_flag) return;
-  __threadfence();
-  // Weights: warp w takes head w (and w + 8); lane s reads splits s and s + 32.
-  for (int r = warp; r < G; r += kThreads / 32) {
-    float w0, w1;
-    const float total = split_weights<true>(sc.ml, (head0 + r) * kSplits, active, lane, w0, w1);
-    s_w[r][lane] = w0;
-    s_w[r][lane + 32] = w1;
-    if (lane == 0) s_sum[r] = total;
-  }
-  __syncthreads();
-  for (int i = tid; i < G * D / 4; i += kThreads) {
-    const int r = i / (D / 4), d4 = i % (D / 4);
+  // Warp w merges head w (G <= 8 warps), lane l its float4 l of D (for D = 64 lanes 16-31 only
+  // help with the weights): the lanes read the splits' (max, sum) (lane l: splits l, l + 32) and
+  // the first batch of partials in one round of L2 reads, the weights are shuffled from the lane
+  // that computed them, and there is no block barrier between weights and partials.
+  constexpr int kBatch = 16;  // partials in flight per lane
+  const int r = warp;
+  if (r < G) {
     const std::size_t at0 = (head0 + r) * kSplits;
+    const bool mine = lane < D / 4;
+    const float4* part = reinterpret_cast<const float4*>(sc.o + at0 * D) + lane;  // + split * D / 4
+    float4 v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      v[j] = mine && j < active ? __ldcg(part + j * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float w0, w1;
+    const float total = split_weights<true>(sc.ml, at0, active, lane, w0, w1);
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 16
-    for (int s2 = 0; s2 < active; ++s2) {
-      const float w = s_w[r][s2];
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(sc.o + (at0 + s2) * D) + d4);
-      acc.x = fmaf(w, v.x, acc.x);
-      acc.y = fmaf(w, v.y, acc.y);
-      acc.z = fmaf(w, v.z, acc.z);
-      acc.w = fmaf(w, v.w, acc.w);
+    for (int base = 0; base < active; base += kBatch) {
+      if (base > 0) {
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+          v[j] = mine && base + j < active ? __ldcg(part + (base + j) * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      const float wsrc = base < 32 ? w0 : w1;  // kBatch divides 32: a batch is within one half
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const float w = __shfl_sync(0xffffffffu, wsrc, (base + j) & 31);  // 0 past `active`
+        if (base + j < active) {
+          acc.x = fmaf(w, v[j].x, acc.x);
+          acc.y = fmaf(w, v[j].y, acc.y);
+          acc.z = fmaf(w, v[j].z, acc.z);
+          acc.w = fmaf(w, v[j].w, acc.w);
+        }
+      }
     }
-    const float inv = 1.0f / s_sum[r];
-    Out* out = static_cast<Out*>(a.out) + (head0 + r) * D + d4 * 4;
-    store_elem(out, 0, acc.x * inv);
-    store_elem(out, 1, acc.y * inv);
-    store_elem(out, 2, acc.z * inv);
-    store_elem(out, 3, acc.w * inv);
+    if (mine) {
+      const float inv = 1.0f / total;
+      Out* out = static_cast<Out*>(a.out) + (head0 + r) * D + lane * 4;
+      store_elem(out, 0, acc.x * inv);
+      store_elem(out, 1, acc.y * inv);
+      store_elem(out, 2, acc.z * inv);
+      store_elem(out, 3, acc.w * inv);
+    }
   }
 }
 

@@ -6,7 +6,8 @@
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built): bench_kernels, bench_gemv_quant, bench_phases (the cost of a phase boundary),
-# bench_attention (prefill attention on the 7B shape).
+# bench_attention (prefill attention on the 7B shape), bench_decode_attention (decode attention per
+# context length).
 # --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
 # golden data is made here too (tests/golden/make_golden_7b.py -> $OUT/golden_7b_bf16.json) with
 # --golden or when tests/data/golden_7b_bf16.json is not committed.
@@ -106,6 +107,15 @@ if [ -x "$bin/bench_attention" ]; then
   { echo "== bench_attention"; cat "$LOGS/bench_attention.txt"; } >> "$OUT/tests.log"
   attention_line=$(grep '^prefill attention 2048:' "$LOGS/bench_attention.txt" | sed 's/^prefill attention 2048: //')
   [ -n "$attention_line" ] || attention_line="$(tail -1 "$LOGS/bench_attention.txt")"
+fi
+
+decode_attention_line="not built"
+if [ -x "$bin/bench_decode_attention" ]; then
+  # Decode attention on the 7B shape per context and knob setting (bench_decode_attention.cu).
+  "$bin/bench_decode_attention" > "$LOGS/bench_decode_attention.txt" 2>&1
+  { echo "== bench_decode_attention"; cat "$LOGS/bench_decode_attention.txt"; } >> "$OUT/tests.log"
+  decode_attention_line=$(grep '^decode attention ' "$LOGS/bench_decode_attention.txt" | sed 's/^decode attention //')
+  [ -n "$decode_attention_line" ] || decode_attention_line="$(tail -1 "$LOGS/bench_decode_attention.txt")"
 fi
 
 golden_status="not run"
@@ -223,6 +233,7 @@ printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
 printf '%-32s %s\n' "gemv quantized, one decode step" "$qbench_line"
 printf '%-32s %s\n' "phase boundary (us per phase)" "$phases_line"
 printf '%-32s %s\n' "prefill attention, 2048 tokens" "$attention_line"
+printf '%-32s %s\n' "decode attention (per layer)" "$decode_attention_line"
 [ -n "$quant_lines" ] && printf '%-32s %s\n' "quantized vs bf16, random 7B" "$quant_lines"
 printf '%-32s %s\n' "compute-sanitizer memcheck" "$sanitize_status"
 printf '%-32s %s\n' "HF golden data" "$golden_status"

@@ -26,17 +26,24 @@
 namespace cosmos {
 namespace {
 
-// (context lengths, bf16 cache, tensor-core kernel): the tensor-core kernel only with the bf16 cache.
-using Param = std::tuple<std::vector<int>, bool, bool>;
+// (context lengths, bf16 cache, tensor-core kernel, head_dim): the tensor-core kernel only with the
+// bf16 cache.
+using Param = std::tuple<std::vector<int>, bool, bool, int>;
 
-std::vector<Param> params(const std::vector<std::vector<int>>& lens) {
+std::vector<Param> params(const std::vector<std::vector<int>>& lens, int head_dim = 128) {
   std::vector<Param> v;
   for (const auto& l : lens) {
-    v.emplace_back(l, false, false);
-    v.emplace_back(l, true, false);
-    v.emplace_back(l, true, true);
+    v.emplace_back(l, false, false, head_dim);
+    v.emplace_back(l, true, false, head_dim);
+    v.emplace_back(l, true, true, head_dim);
   }
   return v;
+}
+
+// The 7B shape's cases (head_dim 128) and a few with head_dim 64, which both kernels also support.
+std::vector<Param> operator+(std::vector<Param> a, const std::vector<Param>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
@@ -44,8 +51,15 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   for (int len : std::get<0>(info.param)) s += std::to_string(len) + "_";
   s += std::get<1>(info.param) ? "bf16" : "fp32";
   if (std::get<2>(info.param)) s += "_tensorcores";
+  if (std::get<3>(info.param) != 128) s += "_d" + std::to_string(std::get<3>(info.param));
   return s;
 }
+
+// The kernel of a test case; the tensor-core kernel (the default) again when the case ends.
+struct KernelChoice {
+  explicit KernelChoice(const Param& p) { kernels::set_decode_attention_tensor_cores(std::get<2>(p)); }
+  ~KernelChoice() { kernels::set_decode_attention_tensor_cores(true); }
+};
 
 class GpuDecodeAttention : public ::testing::TestWithParam<Param> {
  protected:
@@ -60,8 +74,8 @@ using testing::upload;
 TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
   const std::vector<int> lens = std::get<0>(GetParam());
   const bool kv_bf16 = std::get<1>(GetParam()), tc = std::get<2>(GetParam());
-  kernels::set_decode_attention_tensor_cores(tc);
-  const int heads = 28, kv_heads = 4, D = 128, bs = 16, n = static_cast<int>(lens.size());
+  KernelChoice choice(GetParam());
+  const int heads = 28, kv_heads = 4, D = std::get<3>(GetParam()), bs = 16, n = static_cast<int>(lens.size());
   const int max_ctx = 8448, blocks = max_ctx / bs * n;
   std::mt19937 rng(static_cast<unsigned>(lens.back()));
   std::normal_distribution<float> normal;
@@ -180,7 +194,8 @@ TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Lengths, GpuDecodeAttention,
-                         ::testing::ValuesIn(params({{1}, {64}, {65}, {1, 300, 3001}, {4096, 17}, {2047, 33, 2048},
+                         ::testing::ValuesIn(params({{1}, {300, 3001}}, 64) +
+                                             params({{1}, {64}, {65}, {1, 300, 3001}, {4096, 17}, {2047, 33, 2048},
                                                      {256, 257, 8193}})),
                          param_name);
 
@@ -189,8 +204,8 @@ class GpuDecodeAttentionRope : public GpuDecodeAttention {};
 TEST_P(GpuDecodeAttentionRope, FusedRopeEqualsRopeThenAttention) {
   const std::vector<int> lens = std::get<0>(GetParam());
   const bool kv_bf16 = std::get<1>(GetParam());
-  kernels::set_decode_attention_tensor_cores(std::get<2>(GetParam()));
-  const int heads = 28, kv_heads = 4, D = 128, bs = 16, n = static_cast<int>(lens.size());
+  KernelChoice choice(GetParam());
+  const int heads = 28, kv_heads = 4, D = std::get<3>(GetParam()), bs = 16, n = static_cast<int>(lens.size());
   const int max_ctx = 8448, per_seq = max_ctx / bs, blocks = per_seq * n;
   const int width = (heads + 2 * kv_heads) * D;
   std::mt19937 rng(static_cast<unsigned>(lens.back()) + 99);
@@ -313,7 +328,9 @@ TEST_P(GpuDecodeAttentionRope, FusedRopeEqualsRopeThenAttention) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Lengths, GpuDecodeAttentionRope,
-                         ::testing::ValuesIn(params({{1}, {256}, {257, 33, 4096}, {8193, 1000}})), param_name);
+                         ::testing::ValuesIn(params({{257, 33, 4096}}, 64) +
+                                             params({{1}, {256}, {257, 33, 4096}, {8193, 1000}})),
+                         param_name);
 
 }  // namespace
 }  // namespace cosmos

@@ -1,0 +1,205 @@
+// Decode attention (reports, never fails): launch_decode_attention fused with RoPE and the KV-cache
+// write, as the engine's decode step runs it, on the Cosmos-Reason1-7B shape (28 query heads, 4 KV
+// heads, head_dim 128, bf16 cache in 16-slot blocks with a shuffled block table), one token, at
+// contexts from 1 to 16,384 keys. One CUDA graph of 28 launches (PDL on), each layer with its own
+// cache so that K/V come from DRAM as in the model; per context, the median of 20 replays in us per
+// layer and the GB/s of the K/V rows read.
+// The attention's neighbours in the engine (the q/k/v and o products) are not part of it: read its
+// figures as the kernel's own time, not as a decode step's share.
+//   bench_decode_attention [--contexts 1,1024,4096]
+// Last line (tests/gpu/run.sh prints it): "decode attention 4096: X.XX us per layer (Y GB/s), 8192: ...".
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "bench_check.h"
+#include "kernels/decode_attention.cuh"
+#include "kernels/device_info.cuh"
+#include "kernels/pdl.cuh"
+
+namespace {
+
+namespace k = cosmos::kernels;
+
+constexpr int kLayers = 28, kHeads = 28, kKvHeads = 4, kD = 128, kBlockSize = 16;
+constexpr int kWidth = (kHeads + 2 * kKvHeads) * kD;  // one token's q | k | v row
+
+__global__ void fill_kernel(__nv_bfloat16* p, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = __float2bfloat16(static_cast<float>(h & 0xFFFFFF) / 8388608.0f - 1.0f);
+  }
+}
+
+template <typename T>
+T* upload(const std::vector<T>& v) {
+  T* d = nullptr;
+  CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
+  CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+struct Setup {
+  int max_ctx = 0, blocks = 0;
+  std::vector<__nv_bfloat16*> k, v;  // per layer: [blocks * kBlockSize, kKvHeads, kD] bf16
+  float* qkv = nullptr;              // [1, kWidth] fp32
+  float* inv_freq = nullptr;         // [kD / 2]
+  std::int32_t* meta = nullptr;      // [table..., table_offset, ctx_len, slot, pos x3]
+  void* out = nullptr;               // [kHeads, kD] bf16
+  void* scratch = nullptr;
+  std::vector<std::int32_t> table;
+};
+
+Setup make_setup(int max_ctx) {
+  Setup s;
+  s.max_ctx = max_ctx;
+  s.blocks = (max_ctx + kBlockSize - 1) / kBlockSize;
+  const std::size_t elems = static_cast<std::size_t>(s.blocks) * kBlockSize * kKvHeads * kD;
+  for (int l = 0; l < kLayers; ++l) {
+    __nv_bfloat16 *kc = nullptr, *vc = nullptr;
+    CHECK(cudaMalloc(&kc, elems * 2));
+    CHECK(cudaMalloc(&vc, elems * 2));
+    fill_kernel<<<1024, 256>>>(kc, elems, 2 * l + 1);
+    fill_kernel<<<1024, 256>>>(vc, elems, 2 * l + 2);
+    s.k.push_back(kc);
+    s.v.push_back(vc);
+  }
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> qkv(kWidth), freq(kD / 2);
+  for (auto& x : qkv) x = normal(rng);
+  for (int i = 0; i < kD / 2; ++i) freq[i] = std::pow(1e6f, -2.0f * i / kD);
+  s.qkv = upload(qkv);
+  s.inv_freq = upload(freq);
+  s.table.resize(s.blocks);
+  std::iota(s.table.begin(), s.table.end(), 0);
+  std::shuffle(s.table.begin(), s.table.end(), rng);
+  CHECK(cudaMalloc(&s.meta, (s.table.size() + 6) * sizeof(std::int32_t)));
+  CHECK(cudaMalloc(&s.out, kHeads * kD * 2));
+  const std::size_t sb = k::decode_attention_scratch_bytes(1, kHeads, kKvHeads, kD);
+  CHECK(cudaMalloc(&s.scratch, sb));
+  CHECK(cudaMemset(s.scratch, 0, sb));
+  CHECK(cudaDeviceSynchronize());
+  return s;
+}
+
+// The metadata of one token at context `len` (its own key the newest).
+void set_context(Setup& s, int len) {
+  std::vector<std::int32_t> m(s.table);
+  const int p = len - 1;
+  for (const int x : {0, len, s.table[p / kBlockSize] * kBlockSize + p % kBlockSize, p, p, p}) m.push_back(x);
+  CHECK(cudaMemcpy(s.meta, m.data(), m.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+}
+
+// us per layer: the median replay of a graph of kLayers launches.
+float time_layers(Setup& s, cudaStream_t stream) {
+  const std::int32_t* m = s.meta + s.table.size();
+  k::RopeKvArgs r;
+  r.qkv = s.qkv;
+  r.positions = m + 3;
+  r.inv_freq = s.inv_freq;
+  r.slots = m + 2;
+  r.kv_type = k::ElemType::bf16;
+  r.n = 1;
+  r.heads = kHeads;
+  r.kv_heads = kKvHeads;
+  r.head_dim = kD;
+  r.section0 = 16;
+  r.section1 = 24;
+  k::AttentionArgs a;
+  a.kv_type = k::ElemType::bf16;
+  a.block_tables = s.meta;
+  a.table_offset = m;
+  a.ctx_len = m + 1;
+  a.out = s.out;
+  a.out_type = k::ElemType::bf16;
+  a.n = 1;
+  a.heads = kHeads;
+  a.kv_heads = kKvHeads;
+  a.head_dim = kD;
+  a.block_size = kBlockSize;
+  a.max_ctx = s.max_ctx;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(kD));
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int l = 0; l < kLayers; ++l) {
+    a.k_cache = r.k_cache = s.k[l];
+    a.v_cache = r.v_cache = s.v[l];
+    k::launch_decode_attention(a, s.scratch, stream, &r);
+  }
+  CHECK(cudaStreamEndCapture(stream, &g));
+  CHECK(cudaGraphInstantiate(&exec, g, 0));
+  CHECK(cudaGraphDestroy(g));
+  const float ms = median_event_ms(stream, 20, 3, [&] { CHECK(cudaGraphLaunch(exec, stream)); });
+  CHECK(cudaGraphExecDestroy(exec));
+  return ms * 1e3f / kLayers;
+}
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(std::atoi(item.c_str()));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto gq = k::query_gpus();
+  if (gq.gpus.empty()) {
+    std::printf("bench_decode_attention: %s\n", gq.why_none.c_str());
+    return 0;
+  }
+  std::vector<int> contexts{1, 512, 1024, 2048, 4096, 8192, 16384};
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--contexts") == 0) contexts = parse_list(argv[i + 1]);
+  int max_ctx = 1;
+  for (const int c : contexts) {
+    if (c < 1) {
+      std::fprintf(stderr, "bench_decode_attention: --contexts takes lengths >= 1, got %d\n", c);
+      return 2;
+    }
+    max_ctx = std::max(max_ctx, c);
+  }
+  std::printf("GPU: %s, %d SMs; decode attention fused with RoPE, bf16 cache, %d/%d heads, head_dim %d; one "
+              "token; graph of %d layers, PDL on, median of 20\n",
+              gq.gpus[0].name.c_str(), gq.gpus[0].multiprocessors, kHeads, kKvHeads, kD, kLayers);
+  k::set_pdl_enabled(true);
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Setup s = make_setup(max_ctx);
+  std::printf("\n%8s | %9s | %9s | %s\n", "context", "us/layer", "K/V GB/s", "us per token (28 layers)");
+  std::string summary;
+  for (const int c : contexts) {
+    set_context(s, c);
+    const float us = time_layers(s, stream);
+    const double gbs = 2.0 * c * kKvHeads * kD * 2 / (us * 1e-6) / 1e9;  // the K and V rows read
+    std::printf("%8d | %9.2f | %9.0f | %.0f\n", c, us, gbs, us * kLayers);
+    std::fflush(stdout);
+    if (c == 4096 || c == 8192 || c == 16384) {
+      char b[96];
+      std::snprintf(b, sizeof b, "%s%d: %.2f us per layer (%.0f GB/s)", summary.empty() ? "" : ", ", c, us, gbs);
+      summary += b;
+    }
+  }
+  CHECK(cudaStreamDestroy(stream));
+  k::set_pdl_enabled(false);
+  std::printf("\ndecode attention %s\n", summary.c_str());
+  return 0;
+}
