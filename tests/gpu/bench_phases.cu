@@ -14,7 +14,11 @@
 // (a gemv lane's first step). "2 lines": the barrier's generation flag on its own 128-byte line. Each phase streams its own bytes (16-byte loads over
 // the whole grid, a checksum per block so nothing is dropped), distinct buffers per phase so the
 // data comes from DRAM. Printed: us per phase, and the difference to the streaming time at the
-// copy bandwidth, i.e. the fixed cost of a boundary.
+// copy bandwidth, i.e. the fixed cost of a boundary. "lookahead": the persistent kernel with each
+// block copying its share of the next phase's first bytes (16 KB per block) into shared memory
+// before it waits at the barrier, so that DRAM keeps streaming through the barrier (in the engine,
+// the next product's weights, which do not depend on the barrier). 0 in a column: not run (the
+// variant does not fit one wave on this GPU).
 //   bench_phases [--phases 113]
 #include <algorithm>
 #include <cstdint>
@@ -188,6 +192,52 @@ __global__ void __launch_bounds__(kThreads) persistent_kernel(const uint4* data,
   }
 }
 
+// Persistent with lookahead: before waiting at phase p's barrier, each block copies its share of
+// phase p + 1's first bytes (kLookBytes per block, the next phase's weights in the engine, which do
+// not depend on the barrier) into shared memory with cp.async, double-buffered, so DRAM keeps
+// streaming through the barrier; after the barrier the block reads its share from shared memory
+// and the grid streams the rest of the phase from DRAM.
+constexpr int kLookBytes = 16 * 1024;  // per block and buffer: 64 KB per SM in flight at 4 blocks
+constexpr int kLookVec = kLookBytes / 16;
+constexpr std::size_t kLookSmem = 2 * kLookBytes;
+
+__device__ void issue_lookahead(const uint4* d, std::size_t n, uint4* dst) {
+  const std::size_t base = static_cast<std::size_t>(blockIdx.x) * kLookVec;
+  for (int i = threadIdx.x; i < kLookVec; i += kThreads) {
+    if (base + i < n) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst + i))),
+                   "l"(d + base + i)
+                   : "memory");
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__global__ void __launch_bounds__(kThreads) persistent_lookahead_kernel(const uint4* data, std::size_t n, int phases,
+                                                                        unsigned* out, unsigned* bar) {
+  extern __shared__ uint4 look[];  // [2][kLookVec]: phase p's share in buffer p % 2
+  const std::size_t all = static_cast<std::size_t>(gridDim.x) * kLookVec, ahead = n < all ? n : all;
+  const uint4 none[kEarly] = {};
+  issue_lookahead(data, n, look);
+  for (int p = 0; p < phases; ++p) {
+    const uint4* d = data + static_cast<std::size_t>(p) * n;
+    // The next phase's share first (an empty group after the last phase keeps the wait count uniform).
+    if (p + 1 < phases)
+      issue_lookahead(d + n, n, look + ((p + 1) & 1) * kLookVec);
+    else
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    if (p > 0) grid_barrier(bar);
+    asm volatile("cp.async.wait_group 1;" ::: "memory");  // this phase's share has landed
+    __syncthreads();
+    unsigned acc = 0;
+    const std::size_t base = static_cast<std::size_t>(blockIdx.x) * kLookVec;
+    const uint4* mine = look + (p & 1) * kLookVec;
+    for (int i = threadIdx.x; i < kLookVec && base + i < n; i += kThreads) acc ^= mine[i].x ^ mine[i].y ^ mine[i].z ^ mine[i].w;
+    acc ^= stream_phase<false>(d + ahead, n - ahead, none);
+    block_out(acc, out);  // its barrier also ends every thread's reads of buffer p % 2
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +265,10 @@ int main(int argc, char** argv) {
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_p, persistent_kernel<1>, kThreads, 0));
   const int sms = q.gpus[0].multiprocessors;
   const int blocks = sms * std::min(occ_p, 4);  // one wave, as the gemv kernels (4 blocks of 8 warps per SM)
+  CHECK(cudaFuncSetAttribute(persistent_lookahead_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  int occ_l = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_l, persistent_lookahead_kernel, kThreads, kLookSmem));
+  const bool lookahead_fits = occ_l * sms >= blocks;  // a cooperative launch needs every block resident
   unsigned *out = nullptr, *bar = nullptr;
   CHECK(cudaMalloc(&out, blocks * sizeof(unsigned)));
   const std::size_t bar_bytes = 32 * (kLeaves + 2) * sizeof(unsigned);
@@ -222,10 +276,11 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(bar, 0, bar_bytes));
   CHECK(cudaFuncSetAttribute(phase_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kExclusiveSmem));
   CHECK(cudaFuncSetAttribute(phase_kernel<true, kDeep>, cudaFuncAttributeMaxDynamicSharedMemorySize, kExclusiveSmem));
-  constexpr int kKernelVariants = 4, kPersistentVariants = 4;
+  constexpr int kKernelVariants = 4, kPersistentVariants = 5;
   const char* const names[kKernelVariants + kPersistentVariants] = {
       "kernels (graph, PDL)", "kernels, early loads", "kernels, exclusive", "exclusive, 8 early",
-      "persistent",           "persistent, early",    "persistent, tree",   "persistent, 2 lines"};
+      "persistent",           "persistent, early",    "persistent, tree",   "persistent, 2 lines",
+      "persistent, lookahead"};
   std::printf("%-10s |", "MB / phase");
   for (const char* nm : names) std::printf(" %-22s |", nm);
   std::printf(" us at copy bandwidth\n");
@@ -259,14 +314,20 @@ int main(int argc, char** argv) {
       ms[v] = median_event_ms(s, 9, 1, [&] { CHECK(cudaGraphLaunch(exec[v], s)); });
     void* const kernels[kPersistentVariants] = {
         reinterpret_cast<void*>(persistent_kernel<0>), reinterpret_cast<void*>(persistent_kernel<1>),
-        reinterpret_cast<void*>(persistent_kernel<2>), reinterpret_cast<void*>(persistent_kernel<3>)};
+        reinterpret_cast<void*>(persistent_kernel<2>), reinterpret_cast<void*>(persistent_kernel<3>),
+        reinterpret_cast<void*>(persistent_lookahead_kernel)};
     for (int v = 0; v < kPersistentVariants; ++v) {
+      if (v == 4 && !lookahead_fits) {
+        ms[kKernelVariants + v] = 0.0f;  // printed as 0: not run
+        continue;
+      }
       ms[kKernelVariants + v] = median_event_ms(s, 9, 1, [&] {
         const uint4* d = data;
         std::size_t nn = n;
         int ph = phases;
         void* args[] = {&d, &nn, &ph, &out, &bar};
-        CHECK(cudaLaunchCooperativeKernel(kernels[v], dim3(blocks), dim3(kThreads), args, 0, s));
+        const std::size_t smem = v == 4 ? kLookSmem : 0;
+        CHECK(cudaLaunchCooperativeKernel(kernels[v], dim3(blocks), dim3(kThreads), args, smem, s));
       });
     }
     const double floor_us = n * 16.0 / (copy_gbs * 1e3);
