@@ -45,6 +45,7 @@
 // weight) 16-byte aligned; anything else takes the element-wise kernel (same math per element).
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -92,8 +93,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
   constexpr bool kSt = kStage != kXL1;
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
   constexpr int kStep = 32 * kU;     // vectors per row per step
-  constexpr int kGS = F::kGroups ? kU / 4 : 1;  // int4: groups per lane per step (a step is 8 kU groups)
-  static_assert(!F::kGroups || kU % 4 == 0, "int4: a step must be whole sets of 32 groups, one per lane");
+  constexpr int kVG = F::kVecPerGroup;  // int4: vectors per group
+  constexpr int kGS = F::kGroups ? (kU + kVG - 1) / kVG : 1;  // int4: groups per lane per step (32 kU / kVG groups)
+  static_assert(!F::kGroups || 32 % kVG == 0, "int4: a step must be whole groups");
   static_assert(!kSwiglu || kR == 2, "SwiGLU items are a gate row and its up row");
   static_assert(kR == 1 || kR == 2, "1 or 2 rows per item");
   extern __shared__ float4 smem[];
@@ -117,9 +119,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
     }
   };
   auto row_ptr = [&](int row) {
-    return reinterpret_cast<const uint4*>(p.q + static_cast<std::size_t>(row) * p.row_bytes);
+    return reinterpret_cast<const typename F::Vec*>(p.q + static_cast<std::size_t>(row) * p.row_bytes);
   };
-  uint4 w[kR][kU];
+  typename F::Vec w[kR][kU];
   [[maybe_unused]] unsigned gsv[kR][kGS], gmv[kR][kGS];  // int4: scale / minimum of group s / 4 + 32 h + lane
   // The epilogue's values of row row_of(t, lane) in lanes < kR: its bias bits in a register; its
   // scale (int8 / fp8) and residual copied into shared memory with cp.async, which holds no
@@ -135,9 +137,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
     *dst = *src;
 #endif
   };
-  auto load_w = [&](const uint4* rp, int r, int s, int u) {
+  auto load_w = [&](const typename F::Vec* rp, int r, int s, int u) {
     const int i = s + lane + 32 * u;
-    w[r][u] = i < vecs ? __ldcs(rp + i) : make_uint4(0u, 0u, 0u, 0u);  // streamed once: evict-first
+    w[r][u] = i < vecs ? __ldcs(rp + i) : typename F::Vec{};  // streamed once: evict-first
   };
   auto load_groups = [&](int it, int s) {
     if constexpr (F::kGroups) {
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
         const std::size_t base = static_cast<std::size_t>(row_of(it, r)) * p.groups;
 #pragma unroll
         for (int h = 0; h < kGS; ++h) {
-          const int g = (s >> 2) + 32 * h + lane;
+          const int g = s / kVG + 32 * h + lane;
           gsv[r][h] = g < p.groups ? __ldcs(p.gs + base + g) : 0u;
           gmv[r][h] = g < p.groups ? __ldcs(p.gm + base + g) : 0u;
         }
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
   auto load_step = [&](int it, int s) {
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
-      const uint4* rp = row_ptr(row_of(it, r));
+      const auto* rp = row_ptr(row_of(it, r));
 #pragma unroll
       for (int u = 0; u < kU; ++u) load_w(rp, r, s, u);
     }
@@ -292,8 +294,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
 #pragma unroll
         for (int h = 0; h < kGS; ++h) {
           sp[h] = kR == 2 ? __byte_perm(gsv[0][h], gsv[kR - 1][h], 0x5410) : gsv[0][h];
-          if ((s >> 2) + 32 * h + lane < p.groups) {
-            const float xs = xsum[(s >> 2) + 32 * h + lane];
+          if (s / kVG + 32 * h + lane < p.groups) {
+            const float xs = xsum[s / kVG + 32 * h + lane];
 #pragma unroll
             for (int r = 0; r < kR; ++r) acc[r] = fmaf(bf16f(gmv[r][h]), xs, acc[r]);
           }
@@ -307,13 +309,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
       for (int u = 0; u < kU; ++u) {
         const int i = s + lane + 32 * u;
         [[maybe_unused]] unsigned su = 0;
-        if constexpr (F::kGroups) su = __shfl_sync(0xffffffffu, sp[u / 4], (lane >> 2) + 8 * (u % 4));  // group of vector i
+        if constexpr (F::kGroups)  // the group of vector i, (lane + 32 u) / kVG from the step's first
+          su = __shfl_sync(0xffffffffu, sp[u / kVG], lane / kVG + (32 / kVG) * (u % kVG));
         if (i < vecs) {
           float d[kR];
 #pragma unroll
           for (int r = 0; r < kR; ++r) d[r] = 0.0f;
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
+          for (int j = 0; j < F::kWords; ++j) {
             float4 xw[F::kXW];
             xword(i, j, xw);
 #pragma unroll
@@ -416,6 +419,13 @@ KernelFn pick(bool vec, int stage, int rows, int loads, bool pipe) {
   return pick_shape<F, kNorm, kSwiglu, kXL1>(rows, loads, pipe);
 }
 
+// The I4N kernels (8-byte int4 vectors, 7 per lane and row, x staged, 2 rows per item).
+constexpr int kNarrowLoads = 7;
+template <bool kNorm, bool kSwiglu>
+KernelFn narrow_kernel() {
+  return gemv_q_vec<I4N, kNorm, kSwiglu, kXSmem, 2, kNarrowLoads, false>;
+}
+
 bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
 constexpr std::size_t kStaticSmem = 256;  // gemv_q_vec's static shared memory (epi, block_inv_rms), rounded up
@@ -493,12 +503,27 @@ Plan plan_fmt(const QGemvArgs& a) {
   if (a.swiglu || (rows == 2 && stage != kXSmemBig) || vecs <= 32 * 4) loads = 4;
   const bool pipe = g_tuning.pipeline >= 0 ? g_tuning.pipeline != 0 : big;
 
-  if (norm) {
+  // int4 rows of whole sets of 32 x 7 8-byte vectors (3,584 columns): I4N, 7 load slots per lane
+  // and row, none empty (x staged, 2 rows per item, no pipelined refill; loads = 7 in the knobs).
+  bool narrow = false;
+  if constexpr (std::is_same_v<F, I4>) {
+    const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
+    narrow = fits && !pipe && g_tuning.loads != 4 && g_tuning.loads != 8;
+    if (narrow) {
+      loads = kNarrowLoads;
+      pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>() : narrow_kernel<true, false>())
+                       : (a.swiglu ? narrow_kernel<false, true>() : narrow_kernel<false, false>());
+    }
+  }
+  if (narrow) {
+  } else if (norm) {
     pl.kernel = a.swiglu ? pick<F, true, true>(vec, stage, rows, loads, pipe) : pick<F, true, false>(vec, stage, rows, loads, pipe);
   } else {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
   }
-  pl.smem = (vec && stage != kXL1 ? x_staged : 0) + (vec ? sum_bytes : 0);
+  const std::size_t x_staged_used =
+      narrow ? static_cast<std::size_t>(I4N::kCols / 4) * staged_plane(a.cols / I4N::kCols, I4N::kCols / 4) * 16 : x_staged;
+  pl.smem = (vec && stage != kXL1 ? x_staged_used : 0) + (vec ? sum_bytes : 0);
   if (pl.smem > 48 * 1024)
     cudaFuncSetAttribute(pl.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem));
   pl.items = vec ? (a.swiglu ? outs : (rows == 1 ? a.rows : (a.rows + 1) / 2)) : outs;

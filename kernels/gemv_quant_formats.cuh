@@ -78,11 +78,14 @@ __device__ __forceinline__ float fma_sub(float a, float b, float c) {
 __device__ __forceinline__ unsigned word(const uint4& v, int j) {
   return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
+__device__ __forceinline__ unsigned word(const uint2& v, int j) { return j == 0 ? v.x : v.y; }
 
-// Formats. kCols: columns per 16-byte vector; kXW: float4s of x per 32-bit word; dot_word(): the
-// products of one 32-bit word (columns 4j.. or 8j..) with their x values, added to d.
+// Formats. Vec: the load vector (16 bytes, or 8 for I4N) of kWords 32-bit words; kCols: columns per
+// vector; kXW: float4s of x per 32-bit word; kVecPerGroup: vectors per int4 group of 128 columns;
+// dot_word(): the products of one 32-bit word (columns 4j.. or 8j..) with their x values, added to d.
 struct I8 {
-  static constexpr int kCols = 16, kXW = 1, kAlign = 16;
+  using Vec = uint4;
+  static constexpr int kCols = 16, kXW = 1, kAlign = 16, kWords = 4, kVecPerGroup = 1;
   static constexpr bool kGroups = false;
   __device__ static float dot_word(unsigned u, const float4* xw, float d) {
     const unsigned t = u ^ 0x80808080u;  // each byte: q + 128
@@ -100,7 +103,8 @@ struct I8 {
 };
 
 struct F8 {
-  static constexpr int kCols = 16, kXW = 1, kAlign = 16;
+  using Vec = uint4;
+  static constexpr int kCols = 16, kXW = 1, kAlign = 16, kWords = 4, kVecPerGroup = 1;
   static constexpr bool kGroups = false;
   __device__ static float2 pair(unsigned bits16) {
     const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(bits16), __NV_E4M3);
@@ -122,7 +126,8 @@ struct F8 {
 };
 
 struct I4 {
-  static constexpr int kCols = 32, kXW = 2, kAlign = 128;
+  using Vec = uint4;
+  static constexpr int kCols = 32, kXW = 2, kAlign = 128, kWords = 4, kVecPerGroup = 4;
   static constexpr bool kGroups = true;
   // The pre-scale of x at column position k = column % 8: 2^(K - e(k)) with e = 0, 4, .., 20, 16, 0
   // (nibble 6 is taken at bits 16-19 of u >> 8, nibble 7 at bits 0-3 of u >> 28).
@@ -148,6 +153,14 @@ struct I4 {
     const std::size_t k = static_cast<std::size_t>(row) * p.groups + c / kQuantGroup;
     return fmaf(static_cast<float>((c & 1) ? b >> 4 : b & 0xFu), bf16f(p.gs[k]), bf16f(p.gm[k]));
   }
+};
+
+// int4 read as 8-byte vectors (16 columns): a 3,584-column row is 224 of them, 7 per lane, where
+// 16-byte vectors (112 per row) leave the last of a lane's 4 load slots empty in half the lanes
+// while the warp still issues its work (docs/PERFORMANCE.md, session 10).
+struct I4N : I4 {
+  using Vec = uint2;
+  static constexpr int kCols = 16, kWords = 2, kVecPerGroup = 8;
 };
 
 }  // namespace cosmos::kernels::qgemv

@@ -306,7 +306,7 @@ void run_case(const Case& c) {
   };
   std::vector<Run> runs = {{kernels::QGemvTuning{}, false, true}, {kernels::QGemvTuning{}, true, true}};
   for (int rows : {1, 2})
-    for (int loads : {4, 8})
+    for (int loads : {4, 7, 8})  // 7: int4's 8-byte vectors where the shape takes them
       for (int pipe : {0, 1})
         for (int l2 : {0, 1})
           for (int st : {0, 1}) runs.push_back({kernels::QGemvTuning{rows, loads, pipe, l2, st, 0, 0}, true, false});
