@@ -8,7 +8,8 @@
 // row t and up row t + F: every x value read serves two rows, half the x traffic per weight) or
 // kR = 1 (row t: as many items as rows, so the small matrices keep every warp busy). Lane l reads the
 // 16-byte vectors l, l + 32, .., l + 32 (kU - 1) of each row per step (coalesced), kU = 4 or 8 load
-// slots per row. Pipelined (kPipe), each slot is refilled with the next step's vector (or, after
+// slots per row (int4 rows of 3,584 columns: 8-byte vectors, 7 slots, so that no slot is empty in
+// half the lanes, format I4N). Pipelined (kPipe), each slot is refilled with the next step's vector (or, after
 // an item's last step, the next item's first) right after it is consumed, so kR x kU loads stay in
 // flight while the warp computes, with no second register buffer; otherwise a step's loads go out
 // after the step before it is computed. The epilogue's per-row constants (row scale, bias) are
