@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include "bench_check.h"
+#include "bench_fill.cuh"
 #include "kernels/device_info.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/prefill_attention.cuh"
@@ -26,23 +27,6 @@
 namespace {
 
 constexpr int kHeads = 28, kKvHeads = 4, kD = 128, kBlockSize = 16;
-
-// Pseudo-random bf16 values in [-scale, scale).
-__global__ void fill_kernel(__nv_bfloat16* p, std::size_t n, float scale, unsigned seed) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    p[i] = __float2bfloat16(scale * (static_cast<float>(h & 0xFFFFFF) / 8388608.0f - 1.0f));
-  }
-}
-
-void fill(__nv_bfloat16* p, std::size_t n, float scale, unsigned seed) {
-  fill_kernel<<<1024, 256>>>(p, n, scale, seed);
-  CHECK(cudaGetLastError());
-}
 
 struct Result {
   float ms = 0;
@@ -67,9 +51,9 @@ Result run_shape(int q_len, int ctx, cudaStream_t stream) {
   for (const int x : {0, 0, q_len, ctx}) host_meta.push_back(x);
   CHECK(cudaMalloc(&meta, host_meta.size() * sizeof(std::int32_t)));
   CHECK(cudaMemcpy(meta, host_meta.data(), host_meta.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
-  fill(q, q_elems, 2.0f, 1);
-  fill(kc, kv_elems, 1.0f, 2);
-  fill(vc, kv_elems, 1.0f, 3);
+  bench::fill_bf16(q, q_elems, 2.0f, 1);
+  bench::fill_bf16(kc, kv_elems, 1.0f, 2);
+  bench::fill_bf16(vc, kv_elems, 1.0f, 3);
   CHECK(cudaDeviceSynchronize());
 
   k::PrefillAttentionArgs a;

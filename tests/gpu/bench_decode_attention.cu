@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "bench_check.h"
+#include "bench_fill.cuh"
 #include "kernels/decode_attention.cuh"
 #include "kernels/device_info.cuh"
 #include "kernels/pdl.cuh"
@@ -34,17 +35,6 @@ namespace k = cosmos::kernels;
 
 constexpr int kLayers = 28, kHeads = 28, kKvHeads = 4, kD = 128, kBlockSize = 16;
 constexpr int kWidth = (kHeads + 2 * kKvHeads) * kD;  // one token's q | k | v row
-
-__global__ void fill_kernel(__nv_bfloat16* p, std::size_t n, unsigned seed) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    p[i] = __float2bfloat16(static_cast<float>(h & 0xFFFFFF) / 8388608.0f - 1.0f);
-  }
-}
 
 template <typename T>
 T* upload(const std::vector<T>& v) {
@@ -74,8 +64,8 @@ Setup make_setup(int max_ctx) {
     __nv_bfloat16 *kc = nullptr, *vc = nullptr;
     CHECK(cudaMalloc(&kc, elems * 2));
     CHECK(cudaMalloc(&vc, elems * 2));
-    fill_kernel<<<1024, 256>>>(kc, elems, 2 * l + 1);
-    fill_kernel<<<1024, 256>>>(vc, elems, 2 * l + 2);
+    bench::fill_bf16(kc, elems, 1.0f, 2 * l + 1);
+    bench::fill_bf16(vc, elems, 1.0f, 2 * l + 2);
     s.k.push_back(kc);
     s.v.push_back(vc);
   }
