@@ -46,7 +46,7 @@ std::string GemmLt::init(void* workspace, std::size_t workspace_bytes) {
 // op T) x x^T [cols, n] (x row-major = col-major [cols, n], ld = cols, op N).
 // fp8: A (W) and B (x) in E4M3 with outer-vector scales: A's vector has M = rows elements, B's N = n.
 std::string GemmLt::describe(const Key& key, Plan& p) {
-  const auto [n, rows, cols, accumulate, type_int, out_int] = key;
+  const auto [n, rows, cols, accumulate, type_int, out_int, w_t] = key;
   const bool fp8 = type_int == kFp8;
   const cudaDataType_t t = fp8 ? CUDA_R_8F_E4M3 : static_cast<ElemType>(type_int) == ElemType::f16 ? CUDA_R_16F : CUDA_R_16BF;
   const ElemType out_e = static_cast<ElemType>(out_int);
@@ -62,10 +62,15 @@ std::string GemmLt::describe(const Key& key, Plan& p) {
     LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof(placeholder)));
     LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof(placeholder)));
   }
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  // Column-major views: W [rows, cols] row-major is A = [cols x rows] (ld cols), used transposed;
+  // stored transposed ([cols, rows] row-major) it is A = [rows x cols] (ld rows), used as it is.
+  const cublasOperation_t ta = w_t ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
   LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  LT_TRY(cublasLtMatrixLayoutCreate(&p.a, t, cols, rows, cols));
+  if (w_t)
+    LT_TRY(cublasLtMatrixLayoutCreate(&p.a, t, rows, cols, rows));
+  else
+    LT_TRY(cublasLtMatrixLayoutCreate(&p.a, t, cols, rows, cols));
   LT_TRY(cublasLtMatrixLayoutCreate(&p.b, t, cols, n, cols));
   LT_TRY(cublasLtMatrixLayoutCreate(&p.c, out, rows, n, rows));
   return {};
@@ -73,7 +78,7 @@ std::string GemmLt::describe(const Key& key, Plan& p) {
 
 std::string GemmLt::candidates(const Key& key, Plan& p, int max_algos,
                                std::vector<cublasLtMatmulHeuristicResult_t>& out) {
-  const auto [n, rows, cols, accumulate, type_int, out_int] = key;
+  const auto [n, rows, cols, accumulate, type_int, out_int, w_t] = key;
   cublasLtMatmulPreference_t pref = nullptr;
   LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
   const cublasStatus_t ps = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -134,11 +139,12 @@ void destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLa
 
 std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, int rows, int cols, bool accumulate,
                                            ElemType type, ElemType out_type, cudaStream_t stream, int max_algos,
-                                           int reps, std::string& error, const float* w_scale, const float* x_scale) {
+                                           int reps, std::string& error, const float* w_scale, const float* x_scale,
+                                           bool w_transposed) {
   std::vector<float> times;
   error.clear();
   const int type_key = w_scale ? kFp8 : static_cast<int>(type);
-  const Key key{n, rows, cols, accumulate, type_key, static_cast<int>(out_type)};
+  const Key key{n, rows, cols, accumulate, type_key, static_cast<int>(out_type), w_transposed && !w_scale};
   Plan p;
   std::vector<cublasLtMatmulHeuristicResult_t> found;
   void* scratch = nullptr;
@@ -199,12 +205,12 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
 }
 
 std::string GemmLt::run(const void* w, const void* x, void* y, int n, int rows, int cols, bool accumulate, ElemType type,
-                        cudaStream_t stream, ElemType out_type) {
+                        cudaStream_t stream, ElemType out_type, bool w_transposed) {
   if (type != ElemType::bf16 && type != ElemType::f16) return "GemmLt: inputs must be bf16 or fp16";
   if (out_type != ElemType::f32 && (out_type != type || accumulate))
     return "GemmLt: the output is fp32, or the input type without accumulation";
-  return run_key(Key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type)}, w, x, y, stream,
-                 nullptr, nullptr);
+  return run_key(Key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type), w_transposed}, w, x,
+                 y, stream, nullptr, nullptr);
 }
 
 std::string GemmLt::run_fp8(const void* w, const float* w_scale, const void* x, const float* x_scale, void* y, int n,
@@ -213,13 +219,13 @@ std::string GemmLt::run_fp8(const void* w, const float* w_scale, const void* x, 
   if (out_type != ElemType::f32 && (out_type != ElemType::bf16 || accumulate))
     return "GemmLt: the fp8 product's output is fp32, or bf16 without accumulation";
   if (cols % 16 != 0) return "GemmLt: fp8 products need a multiple of 16 columns, not " + std::to_string(cols);
-  return run_key(Key{n, rows, cols, accumulate, kFp8, static_cast<int>(out_type)}, w, x, y, stream, w_scale, x_scale);
+  return run_key(Key{n, rows, cols, accumulate, kFp8, static_cast<int>(out_type), false}, w, x, y, stream, w_scale, x_scale);
 }
 
 std::string GemmLt::probe_fp8(int n, int rows, int cols, bool accumulate, ElemType out_type) {
   if (!handle_) return "cuBLASLt is not initialized";
   if (cols % 16 != 0) return "fp8 products need a multiple of 16 columns, not " + std::to_string(cols);
-  const Key key{n, rows, cols, accumulate, kFp8, static_cast<int>(out_type)};
+  const Key key{n, rows, cols, accumulate, kFp8, static_cast<int>(out_type), false};
   Plan p;
   std::vector<cublasLtMatmulHeuristicResult_t> found;
   std::string err = describe(key, p);
@@ -231,7 +237,7 @@ std::string GemmLt::probe_fp8(int n, int rows, int cols, bool accumulate, ElemTy
 std::string GemmLt::run_key(const Key& key, const void* w, const void* x, void* y, cudaStream_t stream,
                             const float* w_scale, const float* x_scale) {
   if (!handle_) return "cuBLASLt is not initialized";
-  const auto [n, rows, cols, accumulate, type_int, out_int] = key;
+  const auto [n, rows, cols, accumulate, type_int, out_int, w_t] = key;
   if (n <= 0) return {};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
@@ -244,7 +250,7 @@ std::string GemmLt::run_key(const Key& key, const void* w, const void* x, void* 
       // (For fp8 the type argument is not used: the scales make it an fp8 product.)
       const ElemType type = type_int == kFp8 ? ElemType::bf16 : static_cast<ElemType>(type_int);
       (void)time_candidates(w, x, n, rows, cols, accumulate, type, static_cast<ElemType>(out_int), stream,
-                            kTuneCandidates, 2, err, w_scale, x_scale);
+                            kTuneCandidates, 2, err, w_scale, x_scale, w_t);
       if (!err.empty()) tune_error_ = err;
     }
     Plan p;

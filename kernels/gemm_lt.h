@@ -39,10 +39,11 @@ class GemmLt {
   // Returns an empty string or the reason it failed.
   std::string init(void* workspace, std::size_t workspace_bytes);
 
-  // type: bf16 or f16 (W and x); out_type: f32 or `type`. Returns an empty string or
-  // "cublasLt<call>: <status>" on failure.
+  // type: bf16 or f16 (W and x); out_type: f32 or `type`. w_transposed: W is stored transposed,
+  // [cols, rows] row-major (the fused decode MLP's down weights, kernels/mlp_decode.cuh). Returns an
+  // empty string or "cublasLt<call>: <status>" on failure.
   std::string run(const void* w, const void* x, void* y, int n, int rows, int cols, bool accumulate, ElemType type,
-                  cudaStream_t stream, ElemType out_type = ElemType::f32);
+                  cudaStream_t stream, ElemType out_type = ElemType::f32, bool w_transposed = false);
 
   // fp8 product (see the top): w [rows, cols] E4M3 bytes with w_scale [rows], x [n, cols] E4M3 with
   // x_scale [n]; out_type f32 (accumulate allowed) or bf16. cols must be a multiple of 16 and the
@@ -60,7 +61,7 @@ class GemmLt {
   std::vector<float> time_candidates(const void* w, const void* x, int n, int rows, int cols, bool accumulate,
                                      ElemType type, ElemType out_type, cudaStream_t stream, int max_algos, int reps,
                                      std::string& error, const float* w_scale = nullptr,
-                                     const float* x_scale = nullptr);
+                                     const float* x_scale = nullptr, bool w_transposed = false);
   void set_autotune(bool on) { autotune_ = on; }
   // The last autotuning failure (empty when none), then cleared: the caller logs it.
   std::string take_tune_error() { return std::exchange(tune_error_, {}); }
@@ -79,7 +80,7 @@ class GemmLt {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int, int, int, bool, int, int>;  // n, rows, cols, accumulate, type, out type
+  using Key = std::tuple<int, int, int, bool, int, int, bool>;  // n, rows, cols, accumulate, type, out type, W transposed
   static constexpr int kFp8 = 100;  // Key's type for E4M3 inputs (ElemType has no fp8)
   std::string run_key(const Key& key, const void* w, const void* x, void* y, cudaStream_t stream,
                       const float* w_scale, const float* x_scale);

@@ -2,6 +2,7 @@
 
 #include "kernels/gemv.cuh"
 #include "kernels/gemv_common.cuh"
+#include "kernels/half_ops.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels {
@@ -24,32 +25,10 @@ constexpr int kMinBlocks = kStage || kFused ? 4 : 5;
 
 GemvTuning g_tuning;
 
-struct Bf16Ops {
-  using T = __nv_bfloat16;
-  // Two packed bf16 (low half first) to two floats: a bf16 is the top half of a float.
-  __device__ static float2 pair(unsigned u) {
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-  }
-  __device__ static float one(unsigned short u) { return __uint_as_float(static_cast<unsigned>(u) << 16); }
-};
-struct F16Ops {
-  using T = __half;
-  __device__ static float2 pair(unsigned u) {
-    return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(u & 0xffffu))),
-                       __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16))));
-  }
-  __device__ static float one(unsigned short u) { return __half2float(__ushort_as_half(u)); }
-};
-template <typename T>
-struct OpsOf;
-template <>
-struct OpsOf<__nv_bfloat16> {
-  using type = Bf16Ops;
-};
-template <>
-struct OpsOf<__half> {
-  using type = F16Ops;
-};
+using half_ops::Bf16Ops;
+using half_ops::F16Ops;
+using half_ops::OpsOf;
+using half_ops::staged_half;
 
 template <typename T>
 struct Params {
@@ -58,6 +37,7 @@ struct Params {
   const T* bias;
   const float* residual;  // may alias y: not restrict
   float* y;
+  float* y2;   // null or a second copy of y
   const T* g;  // norm weight
   float eps;
   int cols;
@@ -122,13 +102,8 @@ __device__ __forceinline__ void finish(const Params<typename Ops::T>& p, int o, 
   }
   if (p.residual) v += e.res;
   p.y[o] = v;
+  if (p.y2) p.y2[o] = v;
 }
-
-// Float4s per half of staged x: vecs, padded so the staging writes (thread i writes float4 i to half
-// i & 1, slot i >> 1; 8 threads per 128-byte wavefront) hit 8 different 4-bank groups: with ps % 8
-// == 4 the second half starts 16 banks after the first (unpadded, 448 for the hidden size, both
-// start on bank 0: a 2-way conflict).
-__host__ __device__ constexpr int staged_half(int vecs) { return vecs + ((4 - vecs % 8) + 8) % 8; }
 
 // Vector path: cols % 8 == 0, w / x / g 16-byte aligned. Each warp computes whole outputs: lane l
 // reads the 16-byte weight vectors l, l + 32, ... of its row(s), kU of them per step, and the
@@ -388,6 +363,7 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   p.bias = a.bias;
   p.residual = a.residual;
   p.y = a.y;
+  p.y2 = a.y2;
   p.g = a.norm_weight;
   p.eps = a.norm_eps;
   p.cols = a.cols;
@@ -405,7 +381,7 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
                     n = static_cast<std::size_t>(outs);
   return r * c * sizeof(T) + c * 4 + (norm ? c * sizeof(T) : 0) + (a.bias ? r * sizeof(T) : 0) +
-         (a.residual ? n * 4 : 0) + n * 4;
+         (a.residual ? n * 4 : 0) + (a.y2 ? 2 : 1) * n * 4;
 }
 
 template std::size_t launch_gemv<__nv_bfloat16>(const GemvArgsT<__nv_bfloat16>&, cudaStream_t);

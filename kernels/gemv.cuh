@@ -30,6 +30,8 @@ struct GemvArgsT {
   const T* bias = nullptr;          // [rows] or null (with swiglu: added to gate and up before the activation)
   const float* residual = nullptr;  // [outputs] fp32 or null; may alias y (each element is read, then written)
   float* y = nullptr;               // [outputs] fp32: outputs = rows, or rows / 2 with swiglu
+  float* y2 = nullptr;              // [outputs] fp32 or null: a second copy of y (the fused MLP's input,
+                                    // kernels/mlp_decode.cuh, while y accumulates its output)
   int rows = 0;                     // rows of W (with swiglu: 2F, must be even)
   int cols = 0;
   const T* norm_weight = nullptr;   // [cols] or null: when set, x is RMS-normalized and scaled first
@@ -43,7 +45,7 @@ using GemvArgsF16 = GemvArgsT<__half>;
 // pdl_enabled(). The kernel reads only W (and bias / norm_weight) before its pdl_wait(), and lets
 // the next kernel launch right after it (so the next kernel must follow the pdl.cuh contract too,
 // which every launch_pdl kernel does). Returns the bytes the kernel moves (W + x + norm_weight +
-// bias + residual + y), for GB/s; 0, with nothing launched, for an empty problem or swiglu with odd
+// bias + residual + y (+ y2)), for GB/s; 0, with nothing launched, for an empty problem or swiglu with odd
 // rows. The fast path needs cols % 8 == 0 and w, x and norm_weight 16-byte aligned; anything else
 // takes a slower element-wise path with the same result. Instantiated for __nv_bfloat16 and __half.
 template <typename T>

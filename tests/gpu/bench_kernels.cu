@@ -22,6 +22,7 @@
 #include "kernels/device_info.cuh"
 #include "kernels/gemm_lt.h"
 #include "kernels/gemv.cuh"
+#include "kernels/mlp_decode.cuh"
 #include "kernels/pdl.cuh"
 #include "bench_check.h"
 
@@ -124,6 +125,7 @@ struct Chain {
   std::size_t weight_bytes = 0;
   std::size_t matrix_bytes = 0;  // the matrices only (what the per-token floor counts)
   float *x = nullptr, *qkv = nullptr, *act = nullptr, *logits = nullptr;
+  float* xm = nullptr;  // fused MLP: the o product's copy of x, the MLP's input
   cudaStream_t stream = nullptr;
 };
 
@@ -192,9 +194,11 @@ void fill_chain(const Chain& c) {
 
 // 28 x [norm + qkv + bias, o + residual, norm + gate/up + swiglu, down + residual] + norm + lm_head:
 // 113 launches. o reads the q part of the qkv output (attention is not part of this benchmark).
-// kinds: bit 0 q/k/v, 1 o, 2 gate/up, 3 down, 4 lm_head (all by default).
+// kinds: bit 0 q/k/v, 1 o, 2 gate/up, 3 down, 4 lm_head (all by default). fused: gate/up and down
+// as one fused MLP kernel (kernels/mlp_decode.cuh; its down weights read as the transposed matrix,
+// the same bytes here), o writing the MLP's input copy; run when bit 2 or 3 is set.
 template <typename T>
-void enqueue_chain(const Chain& c, const Layout<T>& l, unsigned kinds = 31u) {
+void enqueue_chain(const Chain& c, const Layout<T>& l, unsigned kinds = 31u, bool fused = false) {
   using cosmos::kernels::GemvArgsT;
   const float eps = 1e-6f;
   for (const auto& L : l.layers) {
@@ -213,9 +217,22 @@ void enqueue_chain(const Chain& c, const Layout<T>& l, unsigned kinds = 31u) {
     o.x = c.qkv;
     o.residual = c.x;
     o.y = c.x;
+    if (fused) o.y2 = c.xm;
     o.rows = kH;
     o.cols = kH;
     if (kinds & 2u) cosmos::kernels::launch_gemv(o, c.stream);
+    if (fused) {
+      cosmos::kernels::MlpDecodeArgsT<T> m;
+      m.w_gate_up = L.gu;
+      m.w_down_t = L.down;
+      m.norm_weight = L.post_norm;
+      m.x = c.xm;
+      m.y = c.x;
+      m.hidden = kH;
+      m.inter = kFF;
+      if (kinds & 12u) cosmos::kernels::launch_mlp_decode(m, c.stream);
+      continue;
+    }
     GemvArgsT<T> gu;
     gu.w = L.gu;
     gu.x = c.x;
@@ -254,13 +271,13 @@ void reset_x(const Chain& c) {
 
 // Captures the chain in one CUDA graph with PDL on or off and returns the median replay time (us).
 template <typename T>
-float time_chain(const Chain& c, bool pdl, unsigned kinds = 31u) {
+float time_chain(const Chain& c, bool pdl, unsigned kinds = 31u, bool fused = false) {
   cosmos::kernels::set_pdl_enabled(pdl);
   const Layout<T> l = layout<T>(c);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CHECK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
-  enqueue_chain(c, l, kinds);
+  enqueue_chain(c, l, kinds, fused);
   CHECK(cudaStreamEndCapture(c.stream, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
   reset_x(c);
@@ -386,6 +403,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&c.x, kH * sizeof(float)));
   CHECK(cudaMalloc(&c.qkv, kQkv * sizeof(float)));
   CHECK(cudaMalloc(&c.act, kFF * sizeof(float)));
+  CHECK(cudaMalloc(&c.xm, kH * sizeof(float)));
   CHECK(cudaMalloc(&c.logits, kVocab * sizeof(float)));
   CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   // Bytes per token: all weights (matrices, biases, norm weights) + the fp32 activations each launch
@@ -414,6 +432,22 @@ int main(int argc, char** argv) {
     using T = decltype(tag);
     fill_chain<T>(c);
     for (const bool pdl : {false, true}) report(type_name<T>(), pdl, time_chain<T>(c, pdl));
+    // The MLP as one kernel split over the neurons (kernels/mlp_decode.cuh): 85 launches.
+    for (const bool pdl : {false, true}) {
+      const float us = time_chain<T>(c, pdl, 31u, true);
+      const double gbs = total_bytes / (us * 1e-6) / 1e9;
+      std::printf("  %-7s %-5s %10.0f %9.0f %6.1f%% %9.1f %18s  fused MLP\n", type_name<T>(), pdl ? "on" : "off", us, gbs,
+                  100 * gbs / copy_gbs, 1e6 / us, "");
+      std::fflush(stdout);
+    }
+    {
+      const float us_sep = time_chain<T>(c, true, 12u), us_fused = time_chain<T>(c, true, 12u, true);
+      const double mlp_bytes = 2.0 * 3 * kFF * static_cast<double>(kH) * kLayers;
+      std::printf("  %-7s MLP alone, 28 layers (pdl on): two kernels %.0f us (%.0f GB/s), fused %.0f us (%.0f GB/s)\n",
+                  type_name<T>(), us_sep, mlp_bytes / (us_sep * 1e-6) / 1e9, us_fused,
+                  mlp_bytes / (us_fused * 1e-6) / 1e9);
+      std::fflush(stdout);
+    }
     if (sweep) {
       // Launch shapes (GemvTuning), each a departure from the default: one output per warp with x
       // through L1 instead of one wave with x staged; no L2 prefetch of the next output's rows;
@@ -476,6 +510,7 @@ int main(int argc, char** argv) {
   CHECK(cudaFree(c.x));
   CHECK(cudaFree(c.qkv));
   CHECK(cudaFree(c.act));
+  CHECK(cudaFree(c.xm));
   CHECK(cudaFree(c.logits));
   CHECK(cudaStreamDestroy(c.stream));
 

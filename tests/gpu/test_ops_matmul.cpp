@@ -141,12 +141,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuMatmulBf16,
 // outputs below 1e-4 (typical errors are near sqrt(cols) u), which a missing term or wrong element
 // would exceed. Shapes: cols a multiple of 8 (16-byte aligned rows of W and x, the layouts the
 // engine uses and for which cuBLASLt always has tensor-core algorithms), rows a multiple of 8 too
-// (y's leading dimension 16-byte aligned); n free (1, 7, 128, 300).
+// (y's leading dimension 16-byte aligned); n free (1, 7, 128, 300). Cases with `transposed` store
+// W as [cols, rows] (the fused decode MLP's down weights) and pass w_transposed.
 
 struct GemmCase {
   ElemType type;
   int n, rows, cols;
   bool accumulate;
+  bool transposed = false;
 };
 
 using GpuGemmLt = GpuOpsP<GemmCase>;
@@ -169,7 +171,15 @@ TEST_P(GpuGemmLt, MatchesFloat64Reference) {
   DevBuf<float> dy;
   DevBuf<unsigned char> workspace;
   dw.alloc(w.size());
-  dw.upload(w);
+  if (c.transposed) {
+    std::vector<std::uint16_t> wt(w.size());
+    for (int r = 0; r < c.rows; ++r)
+      for (int k = 0; k < c.cols; ++k)
+        wt[static_cast<std::size_t>(k) * c.rows + r] = w[static_cast<std::size_t>(r) * c.cols + k];
+    dw.upload(wt);
+  } else {
+    dw.upload(w);
+  }
   dx.alloc(x.size());
   dx.upload(x);
   dy.alloc(res.size());
@@ -182,7 +192,8 @@ TEST_P(GpuGemmLt, MatchesFloat64Reference) {
     kernels::GemmLt gemm;
     const std::string init_err = gemm.init(workspace.ptr, ws_bytes);
     ASSERT_EQ(init_err, "");
-    const std::string err = gemm.run(dw.ptr, dx.ptr, dy.ptr, c.n, c.rows, c.cols, c.accumulate, c.type, stream);
+    const std::string err = gemm.run(dw.ptr, dx.ptr, dy.ptr, c.n, c.rows, c.cols, c.accumulate, c.type, stream,
+                                     ElemType::f32, c.transposed);
     ASSERT_EQ(err, "");
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
@@ -236,13 +247,21 @@ std::vector<GemmCase> gemm_cases() {
   v.push_back({ElemType::bf16, 128, 4608, 3584, true});
   v.push_back({ElemType::f16, 1, 4608, 3584, true});
   v.push_back({ElemType::f16, 300, 200, 3584, false});
+  // W stored transposed: small shapes, and the 7B down projection (3584 x 18944) with the residual.
+  for (const ElemType t : {ElemType::bf16, ElemType::f16})
+    for (const int n : {1, 7, 300})
+      for (const auto& [rows, cols] : {std::pair{24, 72}, std::pair{136, 40}})
+        for (const bool acc : {false, true}) v.push_back({t, n, rows, cols, acc, true});
+  v.push_back({ElemType::bf16, 7, 3584, 18944, true, true});
+  v.push_back({ElemType::f16, 3, 3584, 18944, true, true});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuGemmLt, ::testing::ValuesIn(gemm_cases()),
                          [](const ::testing::TestParamInfo<GemmCase>& i) {
                            const GemmCase& c = i.param;
-                           return cat(type_name(c.type), "_n", c.n, "_", c.rows, "x", c.cols, c.accumulate ? "_acc" : "");
+                           return cat(type_name(c.type), "_n", c.n, "_", c.rows, "x", c.cols, c.accumulate ? "_acc" : "",
+                                      c.transposed ? "_wt" : "");
                          });
 
 }  // namespace

@@ -42,6 +42,7 @@ using bf16 = __nv_bfloat16;
 struct DevMatrix {
   void* data = nullptr;     // [rows, cols] weight type; quantized: the q bytes (== qm.q)
   bool quantized = false;
+  bool transposed = false;  // bf16/fp16 stored [cols, rows] (the fused decode MLP's down weights)
   kernels::QuantMatrix qm;  // quantized: format, q, scales (kernels/quant_format.cuh)
 };
 
@@ -55,7 +56,7 @@ struct CudaLayer {
   float* qkv_bias_f32 = nullptr;  // [q_dim + 2 kv_dim] fp32 (added in rope_kv after a GEMM)
   DevMatrix o;                  // [hidden, q_dim]
   DevMatrix gate_up;            // [2 intermediate, hidden]: gate rows, then up
-  DevMatrix down;               // [hidden, intermediate]
+  DevMatrix down;               // [hidden, intermediate], or transposed with the fused decode MLP
   void* k_cache = nullptr;      // [slots, kv_heads, head_dim] kv type (bf16, or fp32 for reference math)
   void* v_cache = nullptr;      // same shape
 };
@@ -134,6 +135,12 @@ class CudaBackend final : public Backend {
   // reference matmul.
   Status linear(const void* x, const DevMatrix& w, kernels::ElemType wtype, const void* bias, const float* residual,
                 float* y, int n, int rows, int cols, const void* norm_w = nullptr, bool swiglu = false);
+  // One token with fused_mlp_: o (+ residual into x_, a copy into xm_), then the fused MLP into x_.
+  Status o_and_fused_mlp(const CudaLayer& L);
+  // Whether the fused decode MLP runs (and the down weights are stored transposed), and the
+  // transpose scratch it needs while loading (released at the end of load()).
+  void choose_fused_mlp();
+  Status transpose_down(DevMatrix& down, void* scratch);
   void drop_graphs();
 
   ModelConfig config_;
@@ -202,6 +209,10 @@ class CudaBackend final : public Backend {
   std::size_t dq_elems_ = 0;
   void* qstatus_ = nullptr;                // kernels::QuantStatus (device)
   bool fp8_gemm_ = false;                  // fp8 weights: prefill GEMMs on fp8 tensor cores (W8A8)
+  // bf16/fp16 decode: each layer's MLP as one kernel (kernels/mlp_decode.cuh), the down weights
+  // stored transposed; set at load (COSMOS_FUSED_MLP=0 turns it off, the log says which).
+  bool fused_mlp_ = false;
+  float* xm_ = nullptr;  // [hidden] fp32: the fused MLP's input, the o product's copy of x_
   // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and
   // where each checkpoint matrix went (rows [row0, row0 + rows) of m).
   std::filesystem::path quant_cache_dir_;
