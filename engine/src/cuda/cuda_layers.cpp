@@ -14,7 +14,6 @@
 #include "kernels/gemv.cuh"
 #include "kernels/gemv_quant.cuh"
 #include "kernels/matmul_bf16.cuh"
-#include "kernels/mlp_decode.cuh"
 #include "kernels/prefill_attention.cuh"
 #include "kernels/quantize.cuh"
 #include "kernels/quantize_act.cuh"
@@ -31,14 +30,13 @@ namespace {
 
 template <typename T>
 void launch_gemv_as(const void* x, const void* w, const void* bias, const float* residual, float* y, int rows, int cols,
-                    const void* norm_w, float eps, bool swiglu, cudaStream_t stream, float* y2 = nullptr) {
+                    const void* norm_w, float eps, bool swiglu, cudaStream_t stream) {
   kernels::GemvArgsT<T> a;
   a.w = static_cast<const T*>(w);
   a.x = static_cast<const float*>(x);
   a.bias = static_cast<const T*>(bias);
   a.residual = residual;
   a.y = y;
-  a.y2 = y2;
   a.rows = rows;
   a.cols = cols;
   a.norm_weight = static_cast<const T*>(norm_w);
@@ -124,38 +122,6 @@ Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, co
     a.cols = cols;
     kernels::launch_matmul_bf16(a, stream_);
   }
-  CUDA_TRY(cudaGetLastError());
-  return ok_status();
-}
-
-template <typename T>
-std::size_t launch_mlp_as(const CudaLayer& L, const float* x, float* y, int H, int FF, float eps, cudaStream_t stream) {
-  kernels::MlpDecodeArgsT<T> m;
-  m.w_gate_up = static_cast<const T*>(L.gate_up.data);
-  m.w_down_t = static_cast<const T*>(L.down.data);
-  m.norm_weight = static_cast<const T*>(L.post_norm_w);
-  m.x = x;
-  m.y = y;
-  m.hidden = H;
-  m.inter = FF;
-  m.norm_eps = eps;
-  return kernels::launch_mlp_decode(m, stream);
-}
-
-Status CudaBackend::o_and_fused_mlp(const CudaLayer& L) {
-  const ModelConfig& c = config_;
-  const int H = c.hidden_size, Q = c.q_dim(), FF = c.intermediate_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const bool f16 = wtype_ == ElemType::f16;
-  // x_ += W_o att_, and the same values into xm_: the MLP reads xm_ while it adds into x_.
-  if (f16)
-    launch_gemv_as<__half>(att_, L.o.data, nullptr, x_, x_, H, Q, nullptr, eps, false, stream_, xm_);
-  else
-    launch_gemv_as<bf16>(att_, L.o.data, nullptr, x_, x_, H, Q, nullptr, eps, false, stream_, xm_);
-  const std::size_t moved = f16 ? launch_mlp_as<__half>(L, xm_, x_, H, FF, eps, stream_)
-                                : launch_mlp_as<bf16>(L, xm_, x_, H, FF, eps, stream_);
-  if (moved == 0)
-    return fail(make_error(ErrorCategory::internal, "backend.cuda", "the fused decode MLP refused its inputs"));
   CUDA_TRY(cudaGetLastError());
   return ok_status();
 }

@@ -3,9 +3,7 @@
 // test-model generator run on the GPU).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 
 #include "cosmos/model_tensors.h"
 #include "cosmos/quant.h"
@@ -14,11 +12,9 @@
 #include "kernels/attention.cuh"
 #include "kernels/convert_dtype.cuh"
 #include "kernels/decode_attention.cuh"
-#include "kernels/mlp_decode.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/quantize.cuh"
 #include "kernels/test_weights.cuh"
-#include "kernels/transpose.cuh"
 
 namespace cosmos {
 
@@ -432,31 +428,32 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   if (std::string err = gemm_.init(gemm_ws_, kGemmWorkspace); !err.empty())
     return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
   choose_fp8_gemm();
-  // The fused decode MLP reads the down weights transposed: laid out last, through a scratch matrix
-  // that is freed again, so it never takes memory the weights or the KV cache needed.
-  choose_fused_mlp();
-  void* scratch = nullptr;  // [hidden, intermediate] weight type
-  if (fused_mlp_) {
-    if (auto sp = alloc(H * FF * we, "the transpose scratch"); sp) {
-      scratch = *sp;
-      for (CudaLayer& L : layers_) TRY(transpose_down(L.down, scratch));
-    } else {
-      fused_mlp_ = false;
-      spdlog::warn("cuda backend: decode MLP as two kernels: no GPU memory to lay out its weights ({})",
-                   sp.error().message);
-    }
-  }
   // Shared memory for the reference attention over the whole cache, set outside any graph capture.
   kernels::prepare_attention(static_cast<int>(cache_.shape().tokens()));
   CUDA_TRY(cudaGetLastError());
   CUDA_TRY(cudaStreamSynchronize(stream_));
-  release(scratch);
   for (int i = 0; i < kStageSlots; ++i) {
     cudaFreeHost(stage_host_[i]);
     stage_host_[i] = nullptr;
     release(stage_dev_[i]);
   }
   if (quant_ && cached_.empty()) write_quant_cache(src);
+  // The fused decode MLP (bf16 / fp16) reads the down weights transposed: laid out last, through a
+  // scratch matrix that is freed again, so it never takes memory the weights or the KV cache needed.
+  choose_fused_mlp();
+  if (fused_mlp_) {
+    const std::size_t bytes = H * FF * kernels::elem_size(W);
+    if (auto sp = alloc(bytes, "the transpose scratch"); sp) {
+      void* scratch = *sp;
+      for (CudaLayer& L : layers_) TRY(transpose_down(L.down, scratch));
+      CUDA_TRY(cudaStreamSynchronize(stream_));
+      release(scratch);
+    } else {
+      fused_mlp_ = false;
+      spdlog::warn("cuda backend: decode MLP as two kernels: no GPU memory to lay out its weights ({})",
+                   sp.error().message);
+    }
+  }
   cached_.clear();
   placed_.clear();
   if (progress_ && !progress_(1.0)) return load_cancelled_error();
@@ -464,34 +461,6 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   return ensure_workspace(64, 1);
 #undef TRY_ASSIGN
 #undef TRY
-}
-
-void CudaBackend::choose_fused_mlp() {
-  fused_mlp_ = false;
-  if (quant_ || reference_math_) return;
-  const ModelConfig& c = config_;
-  if (!kernels::mlp_decode_supported(c.hidden_size, c.intermediate_size)) {
-    spdlog::info("cuda backend: decode MLP as two kernels: the fused kernel does not take hidden {} / intermediate {}",
-                 c.hidden_size, c.intermediate_size);
-    return;
-  }
-  if (const char* env = std::getenv("COSMOS_FUSED_MLP"); env && std::string_view(env) == "0") {
-    spdlog::info("cuda backend: decode MLP as two kernels (COSMOS_FUSED_MLP=0)");
-    return;
-  }
-  fused_mlp_ = true;
-  spdlog::info("cuda backend: decode MLP as one fused kernel per layer (COSMOS_FUSED_MLP=0: two kernels, bit-reproducible)");
-}
-
-// down [hidden, intermediate] -> [intermediate, hidden] in place, through `scratch` (same size).
-Status CudaBackend::transpose_down(DevMatrix& down, void* scratch) {
-  const std::size_t H = config_.hidden_size, FF = config_.intermediate_size;
-  kernels::launch_transpose16(static_cast<const std::uint16_t*>(down.data), static_cast<int>(H), static_cast<int>(FF),
-                              static_cast<std::uint16_t*>(scratch), stream_);
-  CUDA_TRY(cudaGetLastError());
-  CUDA_TRY(cudaMemcpyAsync(down.data, scratch, H * FF * kernels::elem_size(wtype_), cudaMemcpyDeviceToDevice, stream_));
-  down.transposed = true;
-  return ok_status();
 }
 
 // fp8 weights: prefill products on fp8 tensor cores (sm_89+) when cuBLASLt has an algorithm with

@@ -1,0 +1,97 @@
+// CUDA backend: the fused decode MLP (kernels/mlp_decode.cuh) in the engine: whether it runs, the
+// transposed down weights it reads (laid out at load), the o product and the MLP of one decode
+// token (bf16 / fp16 weights).
+#include <cstdlib>
+#include <string_view>
+
+#include "cuda/cuda_backend_impl.h"
+#include "kernels/gemv.cuh"
+#include "kernels/mlp_decode.cuh"
+#include "kernels/transpose.cuh"
+
+namespace cosmos {
+
+using kernels::ElemType;
+
+namespace {
+
+template <typename T>
+void launch_o(const CudaLayer& L, const float* att, float* x, float* xm, int H, int Q, cudaStream_t stream) {
+  kernels::GemvArgsT<T> o;
+  o.w = static_cast<const T*>(L.o.data);
+  o.x = att;
+  o.residual = x;
+  o.y = x;
+  o.y2 = xm;
+  o.rows = H;
+  o.cols = Q;
+  kernels::launch_gemv(o, stream);
+}
+
+template <typename T>
+std::size_t launch_mlp(const CudaLayer& L, const float* x, float* y, int H, int FF, float eps, cudaStream_t stream) {
+  kernels::MlpDecodeArgsT<T> m;
+  m.w_gate_up = static_cast<const T*>(L.gate_up.data);
+  m.w_down_t = static_cast<const T*>(L.down.data);
+  m.norm_weight = static_cast<const T*>(L.post_norm_w);
+  m.x = x;
+  m.y = y;
+  m.hidden = H;
+  m.inter = FF;
+  m.norm_eps = eps;
+  return kernels::launch_mlp_decode(m, stream);
+}
+
+}  // namespace
+
+Status CudaBackend::o_and_fused_mlp(const CudaLayer& L) {
+  const ModelConfig& c = config_;
+  const int H = c.hidden_size, Q = c.q_dim(), FF = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  // x_ += W_o att_, and the same values into xm_: the MLP reads xm_ while it adds into x_.
+  std::size_t moved = 0;
+  if (wtype_ == ElemType::f16) {
+    launch_o<__half>(L, static_cast<const float*>(att_), x_, xm_, H, Q, stream_);
+    moved = launch_mlp<__half>(L, xm_, x_, H, FF, eps, stream_);
+  } else {
+    launch_o<bf16>(L, static_cast<const float*>(att_), x_, xm_, H, Q, stream_);
+    moved = launch_mlp<bf16>(L, xm_, x_, H, FF, eps, stream_);
+  }
+  if (moved == 0)
+    return fail(make_error(ErrorCategory::internal, "backend.cuda", "the fused decode MLP refused its inputs"));
+  CUDA_TRY(cudaGetLastError());
+  return ok_status();
+}
+
+void CudaBackend::choose_fused_mlp() {
+  fused_mlp_ = false;
+  // Quantized precisions keep two kernels: an int8 / fp8 fused MLP was measured slower (decode -9%,
+  // docs/PERFORMANCE.md session 11 step 2).
+  if (quant_ || reference_math_) return;
+  const ModelConfig& c = config_;
+  if (!kernels::mlp_decode_supported(c.hidden_size, c.intermediate_size)) {
+    spdlog::info("cuda backend: decode MLP as two kernels: the fused kernel does not take hidden {} / intermediate {}",
+                 c.hidden_size, c.intermediate_size);
+    return;
+  }
+  if (const char* env = std::getenv("COSMOS_FUSED_MLP"); env && std::string_view(env) == "0") {
+    spdlog::info("cuda backend: decode MLP as two kernels (COSMOS_FUSED_MLP=0)");
+    return;
+  }
+  fused_mlp_ = true;
+  spdlog::info("cuda backend: decode MLP as one fused kernel per layer (COSMOS_FUSED_MLP=0: two kernels, bit-reproducible)");
+}
+
+// down [hidden, intermediate] -> [intermediate, hidden] in place, through `scratch` (same size).
+Status CudaBackend::transpose_down(DevMatrix& down, void* scratch) {
+  const std::size_t H = config_.hidden_size, FF = config_.intermediate_size;
+  kernels::launch_transpose16(static_cast<const std::uint16_t*>(down.data), static_cast<int>(H), static_cast<int>(FF),
+                              static_cast<std::uint16_t*>(scratch), stream_);
+  CUDA_TRY(cudaGetLastError());
+  const std::size_t bytes = H * FF * kernels::elem_size(wtype_);
+  CUDA_TRY(cudaMemcpyAsync(down.data, scratch, bytes, cudaMemcpyDeviceToDevice, stream_));
+  down.transposed = true;
+  return ok_status();
+}
+
+}  // namespace cosmos
