@@ -53,19 +53,7 @@ __device__ __forceinline__ float ld_elem(const typename Ops::T* p) {
   return Ops::one(*reinterpret_cast<const unsigned short*>(p));
 }
 
-template <typename Ops>
-__device__ __forceinline__ float dot8(const uint4& w, const float4& a, const float4& b) {
-  const float2 w0 = Ops::pair(w.x), w1 = Ops::pair(w.y), w2 = Ops::pair(w.z), w3 = Ops::pair(w.w);
-  float s0 = w0.x * a.x;
-  s0 = fmaf(w0.y, a.y, s0);
-  s0 = fmaf(w1.x, a.z, s0);
-  s0 = fmaf(w1.y, a.w, s0);
-  float s1 = w2.x * b.x;
-  s1 = fmaf(w2.y, b.y, s1);
-  s1 = fmaf(w3.x, b.z, s1);
-  s1 = fmaf(w3.y, b.w, s1);
-  return s0 + s1;
-}
+using half_ops::dot8;
 
 using gemv_common::block_inv_rms;
 using gemv_common::warp_sum;
