@@ -164,8 +164,14 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_decode_kernel(const Params<ty
   for (int g = 0; g < kMaxG; ++g) {
     const int i = tid + kThreads * g;
     if (i < vecs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       atomicAdd(y4 + 2 * i, make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]));
       atomicAdd(y4 + 2 * i + 1, make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]));
+#else
+      // (16-byte atomic adds are sm_90+; older GPUs add element by element.)
+#pragma unroll
+      for (int k = 0; k < 8; ++k) atomicAdd(p.y + 8 * i + k, acc[g][k]);
+#endif
     }
   }
 }

@@ -6,8 +6,8 @@
 // its own fp32 outputs. The down product therefore never waits for the whole SwiGLU vector, which
 // removes the layer's gate/up -> down grid-wide dependency (a kernel boundary and the down
 // product's read of a 74 KB input; docs/PERFORMANCE.md, session 11). At the end each block adds its
-// partial outputs into y with 16-byte atomic adds, so the order of those additions, and with it the
-// last bits of y, can differ between runs.
+// partial outputs into y with 16-byte atomic adds (sm_90+; one float at a time on older GPUs), so the
+// order of those additions, and with it the last bits of y, can differ between runs.
 //
 // The down weights are read transposed: w_down_t is [F, H] row-major, row j holding neuron j's
 // weight into every output (the column-major view of the model's [H, F] matrix; launch_transpose16

@@ -74,6 +74,11 @@ void CudaBackend::choose_fused_mlp() {
                  c.hidden_size, c.intermediate_size);
     return;
   }
+  if (gpu_.sm_major < 9) {  // measured on Hopper only (and its 16-byte atomic adds are sm_90+)
+    spdlog::info("cuda backend: decode MLP as two kernels on {} (sm_{}{}): the fused kernel is for sm_90+", gpu_.name,
+                 gpu_.sm_major, gpu_.sm_minor);
+    return;
+  }
   if (const char* env = std::getenv("COSMOS_FUSED_MLP"); env && std::string_view(env) == "0") {
     spdlog::info("cuda backend: decode MLP as two kernels (COSMOS_FUSED_MLP=0)");
     return;
