@@ -65,8 +65,8 @@ Status CudaBackend::o_and_fused_mlp(const CudaLayer& L) {
 
 void CudaBackend::choose_fused_mlp() {
   fused_mlp_ = false;
-  // Quantized precisions keep two kernels: an int8 / fp8 fused MLP was measured slower (decode -9%,
-  // docs/PERFORMANCE.md session 11 step 2).
+  // Quantized precisions keep two kernels: an int8 / fp8 fused MLP measured slower with 8 warps per
+  // block (decode -9%) and level with 16 (int8), docs/PERFORMANCE.md session 11 step 2.
   if (quant_ || reference_math_) return;
   const ModelConfig& c = config_;
   if (!kernels::mlp_decode_supported(c.hidden_size, c.intermediate_size)) {
