@@ -1,5 +1,5 @@
-// Quantized weight formats (cosmos/quant.h): the E4M3 codec against values computed from its bit
-// fields and a brute-force nearest-code search; int8 / fp8 / int4 round trips within each format's
+// Quantized weight formats (cosmos/quant.h; the E4M3 codec itself: test_e4m3.cpp): int8 / fp8 /
+// int4 round trips within each format's
 // worst-case error bound over shapes, row patterns and source dtypes; exact round trips of
 // representable values; int4 nibble packing by hand; sizes; row-range splits; errors; and the
 // measured error of each format on Gaussian weights (with a symmetric int4 variant for comparison).
@@ -20,43 +20,17 @@
 
 #include "cosmos/memory_estimate.h"
 #include "cosmos/quant.h"
+#include "quant_test_reference.h"
 
 namespace cosmos {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// ---- helpers written independently of the engine ----------------------------------------------
-
-std::uint16_t bf16_bits_rne(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  return static_cast<std::uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
-float bf16_value(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
-// The next bf16 value above the one with bits b (b finite).
-float bf16_next_up(std::uint16_t b) {
-  if (b == 0x8000u) return bf16_value(0x0001u);  // -0 -> smallest positive
-  return bf16_value(static_cast<std::uint16_t>((b & 0x8000u) ? b - 1 : b + 1));
-}
-
-// The value of E4M3 code c from its sign, exponent and mantissa fields (NaN for S.1111.111).
-double e4m3_reference(int c) {
-  const int sign = c >> 7, e = (c >> 3) & 15, mant = c & 7;
-  if (e == 15 && mant == 7) return std::numeric_limits<double>::quiet_NaN();
-  const double mag = e == 0 ? std::ldexp(mant / 8.0, -6) : std::ldexp(1.0 + mant / 8.0, e - 7);
-  return sign ? -mag : mag;
-}
-
-// Nearest finite E4M3 code by exhaustive search, ties to the even code, beyond 448 saturating.
-std::uint8_t e4m3_brute_force(float v) {
-  const double a = std::fabs(static_cast<double>(v));
-  int best = 0;
-  for (int c = 1; c <= 0x7E; ++c) {
-    const double d = std::fabs(e4m3_reference(c) - a), db = std::fabs(e4m3_reference(best) - a);
-    if (d < db || (d == db && c % 2 == 0)) best = c;
-  }
-  return static_cast<std::uint8_t>(best | (std::signbit(v) ? 0x80 : 0));
-}
+using quant_test::bf16_bits_rne;
+using quant_test::bf16_next_up;
+using quant_test::bf16_value;
+using quant_test::e4m3_reference;
 
 // A source matrix in one dtype and the exact values it holds (the inputs rounded to that dtype).
 struct Source {
@@ -98,92 +72,6 @@ std::vector<float> dequantize_all(const QuantizedMatrix& m) {
 
 const char* name(QuantFormat f) {
   return f == QuantFormat::int8_row ? "int8" : f == QuantFormat::fp8_row ? "fp8" : "int4";
-}
-
-// ---- E4M3 --------------------------------------------------------------------------------------
-
-TEST(E4m3, DecodesEveryCodeFromItsBitFields) {
-  for (int c = 0; c < 256; ++c) {
-    const double want = e4m3_reference(c);
-    const float got = e4m3_to_float(static_cast<std::uint8_t>(c));
-    if (std::isnan(want)) {
-      EXPECT_TRUE(std::isnan(got)) << "code " << c;
-      continue;
-    }
-    EXPECT_EQ(static_cast<double>(got), want) << "code " << c;
-    EXPECT_EQ(std::signbit(got), c >= 0x80) << "code " << c;
-  }
-  EXPECT_TRUE(std::isnan(e4m3_to_float(0x7F)));
-  EXPECT_TRUE(std::isnan(e4m3_to_float(0xFF)));
-  EXPECT_EQ(e4m3_to_float(0x7E), 448.0f);
-  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));
-  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));
-}
-
-TEST(E4m3, EncodeInvertsDecodeForEveryFiniteCode) {
-  for (int c = 0; c < 256; ++c) {
-    if (c == 0x7F || c == 0xFF) continue;
-    EXPECT_EQ(float_to_e4m3(e4m3_to_float(static_cast<std::uint8_t>(c))), c) << "code " << c;
-  }
-  EXPECT_EQ(float_to_e4m3(0.0f), 0x00);
-  EXPECT_EQ(float_to_e4m3(-0.0f), 0x80);
-}
-
-TEST(E4m3, TiesGoToTheEvenCodeAndNeighboursOfTiesGoTheirWay) {
-  for (int c = 0; c < 0x7E; ++c) {  // adjacent finite codes c, c + 1 (subnormal/normal and binade edges)
-    for (const int sign : {0, 0x80}) {
-      const float lo = e4m3_to_float(static_cast<std::uint8_t>(c | sign));
-      const float hi = e4m3_to_float(static_cast<std::uint8_t>((c + 1) | sign));
-      const float mid = static_cast<float>((static_cast<double>(lo) + hi) / 2);  // 5 significant bits: exact
-      ASSERT_EQ(static_cast<double>(mid), (static_cast<double>(lo) + hi) / 2);
-      const int even = (c % 2 == 0 ? c : c + 1) | sign;
-      EXPECT_EQ(float_to_e4m3(mid), even) << "tie between codes " << (c | sign) << " and " << ((c + 1) | sign);
-      EXPECT_EQ(float_to_e4m3(std::nextafter(mid, lo)), c | sign) << "just inside code " << (c | sign);
-      EXPECT_EQ(float_to_e4m3(std::nextafter(mid, hi)), (c + 1) | sign) << "just inside code " << ((c + 1) | sign);
-    }
-  }
-}
-
-TEST(E4m3, SaturatesAt448) {
-  for (const float v : {448.0f, 448.5f, 449.0f, 463.99f, 464.0f, 464.01f, 479.0f, 480.0f, 1e6f, 3.4e38f, kInf}) {
-    EXPECT_EQ(float_to_e4m3(v), 0x7E) << v;
-    EXPECT_EQ(float_to_e4m3(-v), 0xFE) << -v;
-  }
-  EXPECT_EQ(float_to_e4m3(447.0f), 0x7E);  // rounds to 448 (between 416 and 448)
-  EXPECT_EQ(float_to_e4m3(431.0f), 0x7D);  // nearer 416
-}
-
-TEST(E4m3, SubnormalsAndUnderflow) {
-  const float tiny = std::ldexp(1.0f, -9);  // smallest subnormal
-  EXPECT_EQ(float_to_e4m3(tiny), 0x01);
-  EXPECT_EQ(float_to_e4m3(-tiny), 0x81);
-  EXPECT_EQ(float_to_e4m3(tiny / 2), 0x00);  // tie with 0: even
-  EXPECT_EQ(float_to_e4m3(-tiny / 2), 0x80);
-  EXPECT_EQ(float_to_e4m3(std::nextafter(tiny / 2, 1.0f)), 0x01);
-  EXPECT_EQ(float_to_e4m3(std::nextafter(tiny / 2, 0.0f)), 0x00);
-  for (const float v : {tiny / 4, 1e-20f, std::numeric_limits<float>::denorm_min(), FLT_MIN}) {
-    EXPECT_EQ(float_to_e4m3(v), 0x00) << v;
-    EXPECT_EQ(float_to_e4m3(-v), 0x80) << v;
-  }
-  EXPECT_EQ(float_to_e4m3(3 * tiny), 0x03);
-  EXPECT_EQ(float_to_e4m3(7.5f * tiny), 0x08);  // tie between 7 and 8 (the smallest normal): even
-}
-
-TEST(E4m3, NaNStaysNaN) {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ(float_to_e4m3(nan), 0x7F);
-  EXPECT_TRUE(std::isnan(e4m3_to_float(float_to_e4m3(-nan))));
-  EXPECT_TRUE(std::isnan(e4m3_to_float(float_to_e4m3(std::numeric_limits<float>::signaling_NaN()))));
-}
-
-TEST(E4m3, MatchesBruteForceNearestCodeOnRandomFloats) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> expo(-14.0f, 10.0f), mant(1.0f, 2.0f);
-  for (int i = 0; i < 100000; ++i) {
-    float v = std::ldexp(mant(rng), static_cast<int>(std::floor(expo(rng))));
-    if (i & 1) v = -v;
-    ASSERT_EQ(float_to_e4m3(v), e4m3_brute_force(v)) << "v = " << v;
-  }
 }
 
 // ---- sizes and formats --------------------------------------------------------------------------
