@@ -5,9 +5,9 @@
 #                    [--sanitize]
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
-# Always (when built): bench_kernels, bench_gemv_quant, bench_phases (the cost of a phase boundary),
-# bench_attention (prefill attention on the 7B shape), bench_decode_attention (decode attention per
-# context length).
+# Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time): bench_kernels,
+# bench_gemv_quant, bench_phases (the cost of a phase boundary), bench_attention (prefill attention on
+# the 7B shape), bench_decode_attention (decode attention per context length).
 # --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
 # golden data is made here too (tests/golden/make_golden_7b.py -> $OUT/golden_7b_bf16.json) with
 # --golden or when tests/data/golden_7b_bf16.json is not committed.
@@ -74,16 +74,19 @@ if [ $sanitize = 1 ]; then
   done
 fi
 
-bench_line="not built"
-if [ -x "$bin/bench_kernels" ]; then
+benches=${COSMOS_BENCHES:-1}
+nobench="not built"
+[ "$benches" = 0 ] && nobench="skipped (COSMOS_BENCHES=0)"
+bench_line=$nobench
+if [ "$benches" != 0 ] && [ -x "$bin/bench_kernels" ]; then
   "$bin/bench_kernels" > "$LOGS/bench_kernels.txt" 2>&1
   cat "$LOGS/bench_kernels.txt" >> "$OUT/tests.log"
   bench_line=$(tail -1 "$LOGS/bench_kernels.txt")
   copy_line=$(grep "device copy" "$LOGS/bench_kernels.txt")
 fi
 
-qbench_line="not built"
-if [ -x "$bin/bench_gemv_quant" ]; then
+qbench_line=$nobench
+if [ "$benches" != 0 ] && [ -x "$bin/bench_gemv_quant" ]; then
   # COSMOS_QBENCH_ARGS="--sweep": every launch variant per format and shape; "--chain": the step's
   # products in order, with launch variants (bench_gemv_quant.cu).
   "$bin/bench_gemv_quant" ${COSMOS_QBENCH_ARGS:-} > "$LOGS/bench_gemv_quant.txt" 2>&1
@@ -92,16 +95,16 @@ if [ -x "$bin/bench_gemv_quant" ]; then
 fi
 quant_lines=$(grep -h "\[ measured \]" "$LOGS/test_gpu_cuda_quant.log" 2>/dev/null | grep "random 7B" | sed 's/.*GPU, //')
 
-phases_line="not built"
-if [ -x "$bin/bench_phases" ]; then
+phases_line=$nobench
+if [ "$benches" != 0 ] && [ -x "$bin/bench_phases" ]; then
   # The cost of a dependent phase boundary (kernels + PDL against a persistent kernel; bench_phases.cu).
   "$bin/bench_phases" > "$LOGS/bench_phases.txt" 2>&1
   { echo "== bench_phases"; cat "$LOGS/bench_phases.txt"; } >> "$OUT/tests.log"
   phases_line=$(grep -E '^(0\.0|25\.7) ' "$LOGS/bench_phases.txt" | awk -F'|' '{gsub(/ +/, " "); printf "%s MB: kernels+PDL%s, persistent%s; ", $1, $2, $6}')
 fi
 
-attention_line="not built"
-if [ -x "$bin/bench_attention" ]; then
+attention_line=$nobench
+if [ "$benches" != 0 ] && [ -x "$bin/bench_attention" ]; then
   # Causal prefill attention on the 7B shape (bench_attention.cu); its last line goes into the table.
   "$bin/bench_attention" > "$LOGS/bench_attention.txt" 2>&1
   { echo "== bench_attention"; cat "$LOGS/bench_attention.txt"; } >> "$OUT/tests.log"
@@ -109,8 +112,8 @@ if [ -x "$bin/bench_attention" ]; then
   [ -n "$attention_line" ] || attention_line="$(tail -1 "$LOGS/bench_attention.txt")"
 fi
 
-decode_attention_line="not built"
-if [ -x "$bin/bench_decode_attention" ]; then
+decode_attention_line=$nobench
+if [ "$benches" != 0 ] && [ -x "$bin/bench_decode_attention" ]; then
   # Decode attention on the 7B shape per context and knob setting (bench_decode_attention.cu).
   "$bin/bench_decode_attention" > "$LOGS/bench_decode_attention.txt" 2>&1
   { echo "== bench_decode_attention"; cat "$LOGS/bench_decode_attention.txt"; } >> "$OUT/tests.log"
