@@ -6,6 +6,7 @@
 // from that fp32 copy. Rounding to an integer is to nearest, ties to even, everywhere (the result
 // std::nearbyint gives in the default rounding mode).
 #include "cosmos/quant.h"
+#include "simd_clones.h"
 
 #include <algorithm>
 #include <array>
@@ -283,7 +284,7 @@ Status quantize_rows(const std::byte* data, DType dtype, QuantizedMatrix& m, std
                     "cannot quantize " + std::string(dtype_name(dtype)) + " weights (only BF16, F16 and F32)");
 }
 
-void dequantize_row(const QuantizedMatrix& m, std::int64_t row, float* dst) {
+COSMOS_SIMD_CLONES void dequantize_row(const QuantizedMatrix& m, std::int64_t row, float* dst) {
   assert(row >= 0 && row < m.rows);
   const std::int64_t cols = m.cols;
   switch (m.format) {
@@ -335,7 +336,8 @@ Int4DotInput prepare_int4_dot(const float* x, std::int64_t cols) {
   return in;
 }
 
-float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x, const Int4DotInput* int4) {
+COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x,
+                                         const Int4DotInput* int4) {
   assert(row >= 0 && row < m.rows);
   const std::int64_t cols = m.cols;
   switch (m.format) {

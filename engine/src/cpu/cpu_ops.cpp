@@ -4,9 +4,22 @@
 #include <cstring>
 #include <vector>
 
+#include "simd_clones.h"
+
 namespace cosmos::cpu {
 
-void load_row(const WeightView& w, std::int64_t row, float* dst) {
+namespace {
+
+COSMOS_SIMD_CLONES float dot(const float* a, const float* b, std::int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (std::int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+}  // namespace
+
+COSMOS_SIMD_CLONES void load_row(const WeightView& w, std::int64_t row, float* dst) {
   if (w.quant) {
     dequantize_row(*w.quant, row, dst);
     return;
@@ -54,11 +67,7 @@ void matmul(const float* x, const WeightView& w, const float* bias, float* y, in
       load_row(w, o, row.data());
       const float bias_o = bias ? bias[o] : 0.0f;
       for (int t = 0; t < n; ++t) {
-        const float* xt = x + static_cast<std::int64_t>(t) * in;
-        float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-        for (std::int64_t i = 0; i < in; ++i) acc += xt[i] * row[i];
-        y[static_cast<std::int64_t>(t) * out + o] = acc + bias_o;
+        y[static_cast<std::int64_t>(t) * out + o] = dot(x + static_cast<std::int64_t>(t) * in, row.data(), in) + bias_o;
       }
     }
   }
