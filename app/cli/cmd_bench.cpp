@@ -4,12 +4,12 @@
 // Medians over --reps. Reports; never fails on speed.
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <random>
 #include <new>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
