@@ -44,6 +44,21 @@ struct RopeIn {  // kernels/rope_kv.cuh's inputs, for the fused path (null qkv: 
   int section0 = 0, section1 = 0;
 };
 
+// RoPE in two halves, so that a kernel can compute the angles before its PDL wait (positions are
+// metadata, inv_freq constant) and only read the q/k/v row after it. rope_angle: the sine and
+// cosine of pair p (0 <= p < D / 2) at positions pos[0..3); rope_rotate: the rotated elements
+// p and p + D / 2 from the row's x1, x2 (bias already added), with the same fp32 roundings as
+// kernels/rope_kv.cu's rotate().
+__device__ __forceinline__ void rope_angle(const RopeIn& rope, const std::int32_t* pos, int p, float& sn, float& cs) {
+  const int which = p < rope.section0 ? 0 : (p < rope.section0 + rope.section1 ? 1 : 2);
+  const float f = static_cast<float>(pos[which]) * rope.inv_freq[p];
+  sincosf(f, &sn, &cs);
+}
+__device__ __forceinline__ void rope_rotate(float x1, float x2, float sn, float cs, float& y1, float& y2) {
+  y1 = __fmaf_rn(cs, x1, -__fmul_rn(sn, x2));
+  y2 = __fmaf_rn(sn, x1, __fmul_rn(cs, x2));
+}
+
 // RoPE of pair p (0 <= p < D / 2) of the head at element offset `off` of a token's q/k/v row `row`
 // (positions pos[0..3)), exactly as kernels/rope_kv.cu computes it (same angle, bias first, the
 // same fp32 roundings as its rotate()): y1, y2 are the rotated elements p and p + D / 2.
@@ -51,17 +66,14 @@ template <int D>
 __device__ __forceinline__ void rope_pair(const RopeIn& rope, const float* row, const std::int32_t* pos, int off, int p,
                                           float& y1, float& y2) {
   constexpr int kHalf = D / 2;
-  const int which = p < rope.section0 ? 0 : (p < rope.section0 + rope.section1 ? 1 : 2);
-  const float f = static_cast<float>(pos[which]) * rope.inv_freq[p];
   float sn, cs;
-  sincosf(f, &sn, &cs);
+  rope_angle(rope, pos, p, sn, cs);
   float x1 = row[off + p], x2 = row[off + p + kHalf];
   if (rope.bias) {
     x1 += rope.bias[off + p];
     x2 += rope.bias[off + p + kHalf];
   }
-  y1 = __fmaf_rn(cs, x1, -__fmul_rn(sn, x2));
-  y2 = __fmaf_rn(sn, x1, __fmul_rn(cs, x2));
+  rope_rotate(x1, x2, sn, cs, y1, y2);
 }
 
 // Scratch: ml [n][heads][kSplits][2] (max, sum), o [n][heads][kSplits][D], counters [n][kv_heads].

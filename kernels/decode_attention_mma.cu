@@ -103,47 +103,81 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   };
   const bool newest_here = fused && split == active - 1;  // this block writes the newest key
   load_round(j0, newest_here ? len - 1 : -1);  // the newest row goes into the tiles directly
+
+  // Fused: the rotary embedding of the group's q heads and, in the block holding the newest key,
+  // of k (pair i = thread + it x kThreads; h = i / (D / 2) its head, G meaning k). Its angles and
+  // the bias (metadata and weights, which no kernel writes) before pdl_wait; after it, one round of
+  // loads of the q/k/v row for every pair and the new v row, then the stores.
+  constexpr int kHalf = D / 2;
+  constexpr int kIt = ((kMaxGroup + 1) * kHalf + kThreads - 1) / kThreads;
+  const int qd = a.heads * D;
+  const int pairs = fused ? (G + (newest_here ? 1 : 0)) * kHalf : 0;
+  const int vo = qd + static_cast<int>(kvd) + kvh * D;  // the head's v in the q/k/v row
+  const bool writes_v = newest_here && tid < D;
+  float sn[kIt], cs[kIt], x1[kIt], x2[kIt], xv = 0.0f;
+  std::int32_t new_slot = 0;
+  auto off_of = [&](int h) { return h < G ? (kvh * G + h) * D : qd + kvh * D; };
+  if (fused) {
+    const std::int32_t* pos = rope.positions + 3 * t;
+#pragma unroll
+    for (int it = 0; it < kIt; ++it) {
+      const int i = tid + it * kThreads, h = i / kHalf, p = i % kHalf;
+      x1[it] = x2[it] = sn[it] = cs[it] = 0.0f;
+      if (i < pairs) {
+        rope_angle(rope, pos, p, sn[it], cs[it]);
+        if (rope.bias) {
+          x1[it] = rope.bias[off_of(h) + p];
+          x2[it] = rope.bias[off_of(h) + p + kHalf];
+        }
+      }
+    }
+    if (writes_v && rope.bias) xv = rope.bias[vo + tid];
+    new_slot = rope.slots[t];
+  }
   if (fused) pdl_wait();
   pdl_launch_dependents();
 
   // Q rows (bf16, roped, unscaled), zero rows past the group.
   for (int i = tid; i < (16 - G) * D; i += kThreads) *elem(sQ, G + i / D, i % D) = __float2bfloat16(0.0f);
   if (fused) {
-    // Rotary embedding as kernels/rope_kv.cu computes it, for the group's q heads and, in the block
-    // holding the newest key, for k; that block writes the new k and v rows into the cache (and,
-    // when the key is in its first round, into the tiles).
-    constexpr int kHalf = D / 2;
-    const int qd = a.heads * D;
+    // The new k and v rows go into the cache (and, when the key is in the first round, into the
+    // tiles). The row's values are added to the bias in the order kernels/rope_kv.cu uses.
     const float* row = rope.qkv + static_cast<std::size_t>(t) * (qd + 2 * kvd);
-    const std::int32_t* pos = rope.positions + 3 * t;
+    float r1[kIt], r2[kIt];
+#pragma unroll
+    for (int it = 0; it < kIt; ++it) {
+      const int i = tid + it * kThreads, h = i / kHalf, p = i % kHalf;
+      if (i < pairs) {
+        r1[it] = row[off_of(h) + p];
+        r2[it] = row[off_of(h) + p + kHalf];
+      }
+    }
+    const float rv = writes_v ? row[vo + tid] : 0.0f;
     const int nr = len - 1 - j0;  // the newest key's row in the first round's tiles (if < kRound)
-    const int pairs = (G + (newest_here ? 1 : 0)) * kHalf;
-    bf16* kh = kc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
-    for (int i = tid; i < pairs; i += kThreads) {
-      const int h = i / kHalf, p = i % kHalf;
-      float r1, r2;
-      rope_pair<D>(rope, row, pos, h < G ? (kvh * G + h) * D : qd + kvh * D, p, r1, r2);
-      const bf16 y1 = __float2bfloat16(r1), y2 = __float2bfloat16(r2);
+    bf16* kh = kc + static_cast<std::size_t>(new_slot) * kvd + kvh * D;
+#pragma unroll
+    for (int it = 0; it < kIt; ++it) {
+      const int i = tid + it * kThreads, h = i / kHalf, p = i % kHalf;
+      if (i >= pairs) continue;
+      float y1, y2;
+      rope_rotate(rope.bias ? r1[it] + x1[it] : r1[it], rope.bias ? r2[it] + x2[it] : r2[it], sn[it], cs[it], y1, y2);
+      const bf16 b1 = __float2bfloat16(y1), b2 = __float2bfloat16(y2);
       if (h < G) {
-        *elem(sQ, h, p) = y1;
-        *elem(sQ, h, p + kHalf) = y2;
+        *elem(sQ, h, p) = b1;
+        *elem(sQ, h, p + kHalf) = b2;
       } else {
-        kh[p] = y1;
-        kh[p + kHalf] = y2;
+        kh[p] = b1;
+        kh[p + kHalf] = b2;
         if (nr < kRound) {
-          *elem(sK, nr, p) = y1;
-          *elem(sK, nr, p + kHalf) = y2;
+          *elem(sK, nr, p) = b1;
+          *elem(sK, nr, p + kHalf) = b2;
         }
       }
     }
-    if (newest_here) {
-      const int vo = qd + kvd + kvh * D;
-      bf16* vh = vc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
-      for (int i = tid; i < D; i += kThreads) {
-        const bf16 v = __float2bfloat16(row[vo + i] + (rope.bias ? rope.bias[vo + i] : 0.0f));
-        vh[i] = v;
-        if (nr < kRound) *elem(sV, nr, i) = v;
-      }
+    if (writes_v) {
+      const bf16 v = __float2bfloat16(rv + xv);  // xv: the bias, else 0 (as rope_kv.cu adds it)
+      vc[static_cast<std::size_t>(new_slot) * kvd + kvh * D + tid] = v;
+      if (nr < kRound) *elem(sV, nr, tid) = v;
     }
   } else {
     for (int i = tid; i < G * D; i += kThreads)
