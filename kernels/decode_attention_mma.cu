@@ -134,11 +134,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     if (writes_v && rope.bias) xv = rope.bias[vo + tid];
     new_slot = rope.slots[t];
   }
+  // Q rows (bf16, roped, unscaled): the rows past the group are zero.
+  for (int i = tid; i < (16 - G) * D; i += kThreads) *elem(sQ, G + i / D, i % D) = __float2bfloat16(0.0f);
   if (fused) pdl_wait();
   pdl_launch_dependents();
 
-  // Q rows (bf16, roped, unscaled), zero rows past the group.
-  for (int i = tid; i < (16 - G) * D; i += kThreads) *elem(sQ, G + i / D, i % D) = __float2bfloat16(0.0f);
   if (fused) {
     // The new k and v rows go into the cache (and, when the key is in the first round, into the
     // tiles). The row's values are added to the bias in the order kernels/rope_kv.cu uses.

@@ -147,6 +147,7 @@ __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBloc
     load(o, 0);
     if (early_epi && lane == 0) load_bias<Ops, kSwiglu>(p, o, first);
   }
+  if constexpr (kNorm && kStage) gemv_common::prefetch_l1<kThreads>(p.g, p.cols * 2);  // read after the norm's reduction
   pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
   if (p.early_trigger) pdl_launch_dependents();
   if (early_epi && lane == 0 && o < p.outs && p.residual) first.res = __ldcg(p.residual + o);
@@ -180,13 +181,8 @@ __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBloc
       inv = block_inv_rms<kWarps>(ss, p.cols, p.eps);
       if constexpr (kStage) {
         // Each thread rescales the elements it staged itself: no barrier needed in between.
-        const uint2* g2 = reinterpret_cast<const uint2*>(p.g);
-        for (int i = threadIdx.x; i < n4; i += kThreads) {
-          float4& v = xs[(i & 1) * ps + (i >> 1)];
-          const uint2 gb = __ldg(g2 + i);
-          const float2 g0 = Ops::pair(gb.x), g1 = Ops::pair(gb.y);
-          v = make_float4(g0.x * (v.x * inv), g0.y * (v.y * inv), g1.x * (v.z * inv), g1.y * (v.w * inv));
-        }
+        gemv_common::rescale_staged<Ops, kThreads, kStageMaxBytes / 16>(xs, ps, reinterpret_cast<const uint2*>(p.g),
+                                                                        n4, inv);
       }
     }
     if constexpr (kStage) __syncthreads();

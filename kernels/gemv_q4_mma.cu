@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(kThreads, kJ == 4 ? 3 : 4) gemv_q4_mma(const Q
     for (int j = 0; j < kJ; ++j)
       if (j < nj) load(j, cur, j);
   }
+  if constexpr (kNorm) gemv_common::prefetch_l1<kThreads>(p.g, p.cols * 2);  // read after the norm's reduction
   pdl_wait();  // from here on: x, the residual and y
   pdl_launch_dependents();
 

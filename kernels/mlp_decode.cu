@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_decode_kernel(const Params<ty
     load_a(c, 0);
     load_b(c);
   }
+  gemv_common::prefetch_l1<kThreads>(p.g, H * 2);  // the norm weight, read after the norm's reduction
   pdl_wait();  // from here on x and y, which the previous kernels wrote
   pdl_launch_dependents();
 
@@ -110,13 +111,8 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_decode_kernel(const Params<ty
       }
     }
     const float inv = gemv_common::block_inv_rms<kWarps>(ss, H, p.eps);
-    const uint2* g2 = reinterpret_cast<const uint2*>(p.g);
-    for (int i = tid; i < n4; i += kThreads) {  // each thread rescales what it staged: no barrier between
-      float4& v = xs[(i & 1) * ps + (i >> 1)];
-      const uint2 gb = __ldg(g2 + i);
-      const float2 g0 = Ops::pair(gb.x), g1 = Ops::pair(gb.y);
-      v = make_float4(g0.x * (v.x * inv), g0.y * (v.y * inv), g1.x * (v.z * inv), g1.y * (v.w * inv));
-    }
+    // Each thread rescales what it staged: no barrier between.
+    gemv_common::rescale_staged<Ops, kThreads, kMaxHidden / 4>(xs, ps, reinterpret_cast<const uint2*>(p.g), n4, inv);
     __syncthreads();
   }
 
