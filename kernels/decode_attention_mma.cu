@@ -21,10 +21,12 @@
 // slower, docs/PERFORMANCE.md session 10).
 //
 // Splits as the CUDA-core kernel's (up to 64 of multiples of 64 keys; measured at 4k: 64 splits of
-// one round beat 32 of two rounds and 16 of four). Fused with RoPE (decode steps), the first round's
-// K/V copies and the metadata go out before pdl_wait (nothing the overlapped kernels write), except
-// the newest key's row, which this kernel computes: the block holding it writes it into the cache
-// and straight into its K/V tiles.
+// one round beat 32 of two rounds and 16 of four; again in the engine in session 13). Fused with
+// RoPE (decode steps), the first round's K/V copies, the metadata, the rotation angles and the bias
+// go out before pdl_wait (nothing the overlapped kernels write), and after it the q/k/v row is read
+// in one round (0.77 us per layer less than a loop of dependent reads, docs/PERFORMANCE.md session
+// 13), except the newest key's row, which this kernel computes: the block holding it writes it into
+// the cache and straight into its K/V tiles.
 //
 // Bytes: the K and V rows of the context (2 x len x D x 2 per KV head), the q/k/v row, the output;
 // with several splits the partials (D + 2 floats per head and split) written and read back once.
