@@ -181,11 +181,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
     load_step(t, 0);
     load_epi(t);
   }
-  if constexpr (kNorm) {
-    const char* gb = reinterpret_cast<const char*>(p.g);
-    for (int off = threadIdx.x * 128; off < 2 * p.cols; off += kThreads * 128)
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(gb + off));
-  }
+  if constexpr (kNorm) gemv_common::prefetch_l1<kThreads>(p.g, 2 * p.cols);
   pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
   pdl_launch_dependents();
 
