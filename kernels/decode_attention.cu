@@ -271,18 +271,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 #pragma unroll
   for (int k = 0; k < kDL; ++k) sc.o[at * D + lane * kDL + k] = acc[k];
-  __threadfence();
   // Warps g >= G returned above: count the group's warps on a named barrier instead of the block.
   asm volatile("bar.sync 1, %0;" ::"r"(G * 32) : "memory");
-  if (threadIdx.x == 0) {
-    int* counter = sc.counters + t * a.kv_heads + kvh;
-    const int ticket = atomicAdd(counter, 1);
-    last_flag = ticket == active - 1;
-    if (last_flag) *counter = 0;  // ready for the next launch
-  }
+  if (threadIdx.x == 0) last_flag = arrive_last(sc.counters + t * a.kv_heads + kvh, active);
   asm volatile("bar.sync 1, %0;" ::"r"(G * 32) : "memory");
   if (!last_flag) return;
-  __threadfence();
   // Last block: warp g merges head g over the splits, lane s reading split s's (max, sum).
   const std::size_t at0 = head * kSplits;
   float w0, w1;

@@ -84,6 +84,21 @@ struct Scratch {
   int* counters;
 };
 
+// A split's arrival at its (token, KV head): thread 0 calls it between two block (or group) barriers,
+// after the block's partial stores; true for the last of `active` arrivals, which then merges and
+// leaves the counter at zero for the next launch. One release-acquire atomic: the release orders
+// the block's stores (seen by thread 0 through the barrier; release is cumulative) before the
+// ticket, and the acquire orders the last block's reads after every other ticket, the barrier
+// passing that on to its other threads. A fence before and one after the ticket did the same with
+// one more L2 round trip on the merge's path (0.25 us per layer, docs/PERFORMANCE.md session 14).
+__device__ __forceinline__ bool arrive_last(int* counter, int active) {
+  int ticket;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(ticket) : "l"(counter) : "memory");
+  if (ticket != active - 1) return false;
+  *counter = 0;  // ordered before the next launch by the kernel boundary
+  return true;
+}
+
 // The merge's weights for one head's splits, from ml (each split's (max, sum), at at0 + split): lane
 // l gets w0, w1 = exp(max - M) for splits l and l + 32 (0 past `active`), M the largest max; returns
 // the total sum(sum_s w_s), the same in every lane. kBase2: the maxima are base-2 exponents.

@@ -322,20 +322,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   if (active == 1) return;
 
   // The last block of the (token, KV head) to finish merges the splits.
-  // Arrival as cooperative groups' grid barrier does it: the block's partial stores are ordered by
-  // the barrier before thread 0's fence (cumulative) and ticket, and after the last ticket by its
-  // fence before the block's reads.
-  __syncthreads();
-  if (tid == 0) {
-    int* counter = sc.counters + t * a.kv_heads + kvh;
-    __threadfence();
-    const int ticket = atomicAdd(counter, 1);
-    last_flag = ticket == active - 1;
-    if (last_flag) {
-      *counter = 0;  // ready for the next launch
-      __threadfence();
-    }
-  }
+  __syncthreads();  // the block's partial stores before thread 0's ticket (arrive_last)
+  if (tid == 0) last_flag = arrive_last(sc.counters + t * a.kv_heads + kvh, active);
   __syncthreads();
   if (!last_flag) return;
   // Warp w merges head w (G <= 8 warps), lane l its float4 l of D (for D = 64 lanes 16-31 only
