@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cfloat>
+#include <cstdint>
 
 #include "kernels/decode_attention_detail.cuh"
 #include "kernels/pdl.cuh"
@@ -332,12 +333,26 @@ std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int h
   return slots_of(n, heads) * (2 + head_dim) * sizeof(float) + static_cast<std::size_t>(n) * kv_heads * sizeof(int);
 }
 
-std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream, const RopeKvArgs* rope) {
+bool decode_attention_sums_supported(const AttentionArgs& a) {
+  return a.kv_type == ElemType::bf16 && g_use_mma.load() && decode_attention_supports(a.heads, a.kv_heads, a.head_dim);
+}
+
+std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream, const RopeKvArgs* rope,
+                                    const DecodeAttentionSums* sums) {
   if (a.n <= 0) return 0;
+  if (sums && (!decode_attention_sums_supported(a) || !sums->o || !sums->l ||
+               reinterpret_cast<std::uintptr_t>(sums->o) % 16 != 0 || (!sums->clear_o) != (!sums->clear_l)))
+    return 0;
   Scratch s;
   s.ml = static_cast<float*>(scratch);
   s.o = s.ml + 2 * slots_of(a.n, a.heads);
   s.counters = reinterpret_cast<int*>(s.o + slots_of(a.n, a.heads) * a.head_dim);
+  if (sums) {
+    s.sum_o = sums->o;
+    s.sum_l = sums->l;
+    s.clear_o = sums->clear_o;
+    s.clear_l = sums->clear_l;
+  }
   RopeIn r;
   if (rope) {
     r.qkv = rope->qkv;
@@ -357,7 +372,9 @@ std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaS
   const std::size_t kv = static_cast<std::size_t>(a.n) * a.kv_heads * a.max_ctx * a.head_dim * 2 * elem_size(a.kv_type);
   const std::size_t qkv = rope ? static_cast<std::size_t>(a.n) * (a.heads + 2 * a.kv_heads) * a.head_dim * 4
                                : static_cast<std::size_t>(a.n) * a.heads * a.head_dim * 4;
-  return kv + qkv + static_cast<std::size_t>(a.n) * a.heads * a.head_dim * elem_size(a.out_type);
+  const std::size_t out = sums ? static_cast<std::size_t>(a.n) * a.heads * (a.head_dim + 1) * sizeof(float) * 4
+                                : static_cast<std::size_t>(a.n) * a.heads * a.head_dim * elem_size(a.out_type);
+  return kv + qkv + out;
 }
 
 }  // namespace cosmos::kernels

@@ -40,8 +40,43 @@ std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int h
 // valid when each of the n tokens is the newest token of its own sequence (ctx_len[t] - 1 is the
 // position of its slot), as in a decode step.
 // Launched with launch_pdl. Returns bytes moved for a context of args.max_ctx keys (estimate).
+// sums (optional; see DecodeAttentionSums): the output as sums for the next kernel to divide,
+// args.out untouched. Returns 0 with nothing launched when asked for sums the launch cannot give
+// (decode_attention_sums_supported).
+struct DecodeAttentionSums;
 std::size_t launch_decode_attention(const AttentionArgs& args, void* scratch, cudaStream_t stream,
-                                    const RopeKvArgs* rope = nullptr);
+                                    const RopeKvArgs* rope = nullptr, const DecodeAttentionSums* sums = nullptr);
+
+// The merge of the splits left to the next kernel (the decode step's o product stages x from it):
+// instead of writing its output, a launch leaves per (token t, head h) fp32 sums in two buckets,
+//   o[k][t][h][:] = sum of O_s 2^(e_s - 60 - 120k),  l[k][t][h] = sum of L_s 2^(e_s - 60 - 120k),
+// over the splits s in bucket k (k = 0 when e_s <= 120, else 1), where O_s, L_s and M_s are split
+// s's unnormalized output, sum of weights and largest score, and e_s = (M_s - c_h) x scale x log2(e)
+// with c_h the score of key 0, common to every split. The sums are added with fp32 atomic adds, so
+// the splits need no ticket, no partials and no last-block merge, and the output is
+//   out = o[0] / l[0] when l[1] == 0 (key 0 within ~80 nats of the top score: the usual case),
+//   out = (o[0] 2^-120 + o[1]) / (l[0] 2^-120 + l[1]) otherwise.
+// Split 0 holds key 0 (e >= 0), so l[0] or l[1] is at least 2^-60: the sums cannot vanish, and in
+// bucket 0 they stay below 2^72 |v|. Bucket 1 reaches e = 240 (166 nats above key 0's score);
+// beyond that the weights are clamped (a split's weight relative to key 0 of more than e^166).
+// A context within one split stores its O and L in bucket 0 (and l[1] = 0). The atomic adds come
+// in a varying order: the output can differ run to run in its last bits (as the fused decode MLP's).
+// o and l must be zero before the launch: the caller keeps one set per layer and lets each launch
+// zero the previous layer's (clear_*: read by then, by the o product before this launch, through
+// the chain of PDL waits between them), the first layer's launch zeroing the last layer's. Zero them
+// once (cudaMemset) at allocation.
+inline constexpr int kSumsShift = 60;    // bucket 0: 2^(e - 60)
+inline constexpr int kSumsBucket = 120;  // bucket 1 starts at e > 120: 2^(e - 60 - 120)
+struct DecodeAttentionSums {
+  float* o = nullptr;        // [2][n, heads, head_dim] fp32 (16-byte aligned)
+  float* l = nullptr;        // [2][n, heads] fp32
+  float* clear_o = nullptr;  // [2][n, heads, head_dim] or null: zeroed by the launch after its PDL wait
+  float* clear_l = nullptr;  // [2][n, heads] or null: likewise
+};
+
+// True when a launch with these arguments can give sums: the tensor-core kernel (bf16 cache, the
+// process-wide switch below on) and a supported shape.
+bool decode_attention_sums_supported(const AttentionArgs& args);
 
 // Process-wide switch for tests and benchmarks (default on): the tensor-core kernel for bf16 caches.
 void set_decode_attention_tensor_cores(bool on);

@@ -78,10 +78,15 @@ __device__ __forceinline__ void rope_pair(const RopeIn& rope, const float* row, 
 
 // Scratch: ml [n][heads][kSplits][2] (max, sum), o [n][heads][kSplits][D], counters [n][kv_heads].
 // What "max" and "sum" mean is each kernel's own (the split partials never mix kernels).
+// sum_o / sum_l (tensor-core kernel only): the DecodeAttentionSums of the launch, or null.
 struct Scratch {
   float* ml;
   float* o;
   int* counters;
+  float* sum_o = nullptr;    // [2][n][heads][D]: the output's sums (instead of a.out)
+  float* sum_l = nullptr;    // [2][n][heads]
+  float* clear_o = nullptr;  // [2][n][heads][D] or null: zeroed after the PDL wait
+  float* clear_l = nullptr;  // [2][n][heads]
 };
 
 // A split's arrival at its (token, KV head): thread 0 calls it between two block (or group) barriers,

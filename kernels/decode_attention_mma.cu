@@ -28,8 +28,16 @@
 // 13), except the newest key's row, which this kernel computes: the block holding it writes it into
 // the cache and straight into its K/V tiles.
 //
+// With sums (DecodeAttentionSums, the decode step's default on Hopper): no partials, ticket or
+// merge; each split adds its O and L, weighted by 2^(M - c) against c = q . k_0 (key 0's row copied
+// with the first round, the dot product after the last) and shifted into one of two exponent
+// buckets, into fp32 sums with red.add, and the o product divides. That is the 2 us per layer of the merge at 4k (ticket chain and partial reads,
+// docs/PERFORMANCE.md session 14) gone from the attention; the split-0 block of each (token, KV
+// head) zeroes the previous layer's sums of its heads after the PDL wait.
+//
 // Bytes: the K and V rows of the context (2 x len x D x 2 per KV head), the q/k/v row, the output;
-// with several splits the partials (D + 2 floats per head and split) written and read back once.
+// with several splits the partials (D + 2 floats per head and split) written and read back once,
+// or with sums (D + 1) floats per head added and 2 (D + 1) zeroed.
 #include <cfloat>
 
 #include "kernels/decode_attention_detail.cuh"
@@ -48,7 +56,9 @@ constexpr int kRound = 16 * kWarps;  // keys per round
 static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 
 
-template <int D, typename Out>
+// kSums: the output as sums for the next kernel (DecodeAttentionSums in kernels/decode_attention.cuh):
+// no partials, ticket or merge; Out is unused.
+template <int D, typename Out, bool kSums>
 __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const AttentionArgs a, const RopeIn rope,
                                                                            const Scratch sc) {
   constexpr int kChunks = D / 8;                     // 16-byte chunks per row
@@ -103,6 +113,16 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     }
     cp_async_commit();
   };
+  // kSums over several splits: the reference score c = q . k_0 (key 0 is an old key then), its
+  // K row copied with the first round.
+  __shared__ __align__(16) bf16 s_k0[kSums ? D : 8];
+  __shared__ float s_c[kMaxGroup];    // per head row: c
+  __shared__ float s_f[kMaxGroup];    // per head row: the split's weight in its bucket
+  __shared__ int s_bk[kMaxGroup];     // per head row: the bucket (0 or 1)
+  if constexpr (kSums) {
+    if (active > 1 && tid < D / 8)
+      cp_async_16(smem_u32(s_k0) + tid * 16, k_head + static_cast<std::size_t>(table[0]) * bs * kvd + tid * 8, true);
+  }
   const bool newest_here = fused && split == active - 1;  // this block writes the newest key
   load_round(j0, newest_here ? len - 1 : -1);  // the newest row goes into the tiles directly
 
@@ -140,6 +160,17 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   for (int i = tid; i < (16 - G) * D; i += kThreads) *elem(sQ, G + i / D, i % D) = __float2bfloat16(0.0f);
   if (fused) pdl_wait();
   pdl_launch_dependents();
+  const std::size_t head0 = static_cast<std::size_t>(t) * a.heads + kvh * G;  // the group's first head
+  if constexpr (kSums) {
+    // The previous layer's sums of this token's group, read by the kernels this one waited for.
+    if (split == 0 && sc.clear_o) {
+      const std::size_t bucket_o = static_cast<std::size_t>(a.n) * a.heads * D, bucket_l = static_cast<std::size_t>(a.n) * a.heads;
+      float4* c0 = reinterpret_cast<float4*>(sc.clear_o + head0 * D);
+      float4* c1 = reinterpret_cast<float4*>(sc.clear_o + bucket_o + head0 * D);
+      for (int i = tid; i < G * D / 4; i += kThreads) c0[i] = c1[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (tid < G) sc.clear_l[head0 + tid] = sc.clear_l[bucket_l + head0 + tid] = 0.0f;
+    }
+  }
 
   if (fused) {
     // The new k and v rows go into the cache (and, when the key is in the first round, into the
@@ -266,6 +297,16 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     load_round(base, -1);
   }
 
+  if constexpr (kSums) {
+    if (active > 1 && warp < G) {  // Q is intact (the tiles are reused below, not Q)
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < D / 32; ++i)
+        dot = fmaf(__bfloat162float(*elem(sQ, warp, lane + 32 * i)), __bfloat162float(s_k0[lane + 32 * i]), dot);
+      dot = warp_sum(dot);
+      if (lane == 0) s_c[warp] = dot;
+    }
+  }
   // Combine the warps: per row, M = max of the warps' maxima, each warp's O and sum weighted by
   // 2^((m_w - M) scale_log2).
 #pragma unroll
@@ -288,6 +329,16 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
     const float f = m[i] == -INFINITY ? 0.0f : fast_exp2((m[i] - M) * scale_log2);
+    if constexpr (kSums) {
+      // The split's bucket and weight (M is finite: the split has a valid key); e in fp64, as M
+      // and c can be large and close.
+      if (warp == 0 && tq == 0 && r < G && active > 1) {
+        const double e = (static_cast<double>(M) - s_c[r]) * scale_log2;
+        const int bk = e > kSumsBucket ? 1 : 0;
+        s_bk[r] = bk;
+        s_f[r] = exp2f(static_cast<float>(fmin(e, 2.0 * kSumsBucket) - kSumsShift - kSumsBucket * bk));
+      }
+    }
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
       so[(warp * 16 + r) * D + dt * 8 + 2 * tq] = o[dt][2 * i] * f;
@@ -296,7 +347,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   }
   __syncthreads();
 
-  const std::size_t head0 = static_cast<std::size_t>(t) * a.heads + kvh * G;  // the group's first head
   for (int i = tid; i < G * D; i += kThreads) {
     const int r = i / D, d = i % D;
     float M = s_m[0][r];
@@ -308,7 +358,20 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       if (s_m[w][r] != -INFINITY) L += s_l[w][r] * fast_exp2((s_m[w][r] - M) * scale_log2);
       O += so[(w * 16 + r) * D + d];
     }
-    if (active == 1) {
+    if constexpr (kSums) {
+      const std::size_t hrow = head0 + r;
+      if (active == 1) {
+        sc.sum_o[hrow * D + d] = O;
+        if (d == 0) {
+          sc.sum_l[hrow] = L;
+          sc.sum_l[static_cast<std::size_t>(a.n) * a.heads + hrow] = 0.0f;
+        }
+      } else {
+        const int bk = s_bk[r];
+        atomicAdd(sc.sum_o + bk * static_cast<std::size_t>(a.n) * a.heads * D + hrow * D + d, O * s_f[r]);
+        if (d == 0) atomicAdd(sc.sum_l + bk * static_cast<std::size_t>(a.n) * a.heads + hrow, L * s_f[r]);
+      }
+    } else if (active == 1) {
       store_elem(static_cast<Out*>(a.out) + (head0 + r) * D, d, O / L);
     } else {
       const std::size_t at = (head0 + r) * kSplits + split;
@@ -319,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       }
     }
   }
-  if (active == 1) return;
+  if (kSums || active == 1) return;
 
   // The last block of the (token, KV head) to finish merges the splits.
   __syncthreads();  // the block's partial stores before thread 0's ticket (arrive_last)
@@ -375,10 +438,14 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
 template <int D>
 void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
   const dim3 grid(a.n, a.kv_heads, kSplits);
+  if (s.sum_o) {
+    launch_pdl(decode_attention_mma_kernel<D, float, true>, grid, kThreads, 0, stream, a, r, s);
+    return;
+  }
   switch (a.out_type) {
-    case ElemType::f32: launch_pdl(decode_attention_mma_kernel<D, float>, grid, kThreads, 0, stream, a, r, s); break;
-    case ElemType::bf16: launch_pdl(decode_attention_mma_kernel<D, bf16>, grid, kThreads, 0, stream, a, r, s); break;
-    case ElemType::f16: launch_pdl(decode_attention_mma_kernel<D, __half>, grid, kThreads, 0, stream, a, r, s); break;
+    case ElemType::f32: launch_pdl(decode_attention_mma_kernel<D, float, false>, grid, kThreads, 0, stream, a, r, s); break;
+    case ElemType::bf16: launch_pdl(decode_attention_mma_kernel<D, bf16, false>, grid, kThreads, 0, stream, a, r, s); break;
+    case ElemType::f16: launch_pdl(decode_attention_mma_kernel<D, __half, false>, grid, kThreads, 0, stream, a, r, s); break;
   }
 }
 

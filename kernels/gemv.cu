@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "kernels/decode_attention.cuh"
 #include "kernels/gemv.cuh"
 #include "kernels/gemv_common.cuh"
 #include "kernels/half_ops.cuh"
@@ -46,6 +47,8 @@ struct Params {
   int l2_next;        // prefetch the rows of each warp's next output into L2 (sm_90), see the launcher
   int early_trigger;  // 1: pdl_launch_dependents() right after pdl_wait(); 0: when the block is done
   int early_epi;      // 1: a warp's first output's bias before the wait and residual right after it
+  const float* xs_l;  // kSums: x = p.x, sums in two buckets [2][cols], their divisors [2][cols / group]
+  int group;
 };
 
 template <typename Ops>
@@ -104,10 +107,49 @@ __device__ __forceinline__ void finish(const Params<typename Ops::T>& p, int o, 
 // session 8 step 8: narrow for q/k/v alone lost in the chain, for all three won).
 template <bool kNarrow>
 constexpr int kWarpsOf = kNarrow ? 7 : kWarps;
-template <typename Ops, bool kNorm, bool kSwiglu, bool kStage, bool kNarrow = false>
+// The sums' division (kSums), after x's bucket-0 sums are staged (no barrier needed): thread g <
+// groups publishes 1 / divisor of group g (negated when bucket 1 has a share, which is then added:
+// kernels/decode_attention.cuh), a barrier, and each thread rescales the float4s it staged itself
+// (i = threadIdx.x + k x kThreads; a warp's float4s mostly share a group), then a barrier before
+// the products read them.
+constexpr int kMaxSumGroups = 224;  // one divisor per thread of a narrow block
+template <int kThreads, typename P>
+__device__ __forceinline__ void stage_sums_divide(float4* xs, int ps, const P& p, float l0, float l1, int n4) {
+  static_assert(kThreads >= kMaxSumGroups, "a thread per group");
+  __shared__ float s_inv[kMaxSumGroups];  // 1 / divisor, negated when bucket 1 has a share
+  const int groups = p.cols / p.group, g4 = p.group >> 2;
+  if (static_cast<int>(threadIdx.x) < groups) {
+    const bool mixed = l1 != 0.0f;
+    constexpr float kDown = 1.0f / (1ull << 60) / (1ull << 60);  // 2^-120: bucket 0 in bucket 1's units
+    static_assert(kSumsBucket == 120, "kDown is 2^-kSumsBucket");
+    const float inv = 1.0f / (mixed ? fmaf(l0, kDown, l1) : l0);
+    s_inv[threadIdx.x] = mixed ? -inv : inv;
+  }
+  __syncthreads();
+  const float4* x1 = reinterpret_cast<const float4*>(p.x + p.cols);  // bucket 1
+  for (int i = threadIdx.x; i < n4; i += kThreads) {
+    const int g = i / g4;
+    float4& v = xs[(i & 1) * ps + (i >> 1)];
+    float4 a = v;
+    float inv = s_inv[g];
+    if (inv < 0.0f) {
+      inv = -inv;
+      constexpr float kDown = 1.0f / (1ull << 60) / (1ull << 60);
+      const float4 b = __ldcg(x1 + i);
+      a = make_float4(fmaf(a.x, kDown, b.x), fmaf(a.y, kDown, b.y), fmaf(a.z, kDown, b.z), fmaf(a.w, kDown, b.w));
+    }
+    v = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
+  }
+  __syncthreads();
+}
+
+// kSums: x staged from the decode attention's sums (GemvArgsT::x_sums; p.x is bucket 0), only with
+// kStage and kNarrow, no norm.
+template <typename Ops, bool kNorm, bool kSwiglu, bool kStage, bool kNarrow = false, bool kSums = false>
 __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBlocks<kStage, kNorm || kSwiglu>)
     gemv_vec(const Params<typename Ops::T> p) {
   static_assert(!kNarrow || !kSwiglu, "no narrow SwiGLU");
+  static_assert(!kSums || (kStage && kNarrow && !kNorm), "sums: staged, narrow, no norm");
   constexpr int kWarps = kWarpsOf<kNarrow>;
   constexpr int kThreads = kWarps * 32;
   constexpr int kR = kSwiglu ? 2 : 1;          // weight rows per output
@@ -158,6 +200,14 @@ __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBloc
   if constexpr (kNorm || kStage) {
     const int n4 = p.cols >> 2;
     float ss = 0.0f;
+    // kSums: thread g < groups reads group g's divisors (both buckets) in the staging's round trip.
+    float l0 = 0.0f, l1 = 0.0f;
+    if constexpr (kSums) {
+      if (static_cast<int>(threadIdx.x) < p.cols / p.group) {
+        l0 = __ldcg(p.xs_l + threadIdx.x);
+        l1 = __ldcg(p.xs_l + p.cols / p.group + threadIdx.x);
+      }
+    }
     // Batches of kB float4s per thread, all loaded before any is used: 14 KB of x in one round
     // trip to L2 (a plain loop left 2-3 dependent ones after the compiler's unrolling).
     constexpr int kB = 4;
@@ -185,7 +235,10 @@ __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBloc
                                                                         n4, inv);
       }
     }
-    if constexpr (kStage) __syncthreads();
+    if constexpr (kSums)
+      stage_sums_divide<kThreads>(xs, ps, p, l0, l1, n4);  // its own barriers
+    else if constexpr (kStage)
+      __syncthreads();
   }
 
   // x values for 16-byte weight vector i (columns 8i .. 8i+7).
@@ -300,6 +353,11 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return 0;
   const bool norm = a.norm_weight != nullptr;
   const int outs = a.swiglu ? a.rows / 2 : a.rows;
+  const bool sums = a.x_sums != nullptr;
+  if (sums && (norm || a.swiglu || !a.x_sum_div || a.sum_group <= 0 || a.sum_group % 4 != 0 ||
+               a.cols % a.sum_group != 0 || a.cols / a.sum_group > kMaxSumGroups || a.cols % 8 != 0 ||
+               !aligned16(a.w) || !aligned16(a.x_sums)))
+    return 0;
 
   const DeviceShape dev = device_shape();
 
@@ -311,22 +369,25 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   // one output per warp and as many blocks as that takes, the hardware dealing blocks to SMs as
   // they free up; each block pays the x / norm prologue. Measured on the H200 decode chain: wave
   // 3706 us, blocks 4000 us.
-  const bool wave = g_tuning.wave != 0;
+  const bool wave = sums || g_tuning.wave != 0;  // sums: always staged, in the narrow shape
   const std::size_t stage_bytes = static_cast<std::size_t>(a.cols) * sizeof(float);
   const std::size_t stage_max = g_tuning.stage_max_bytes > 0 ? static_cast<std::size_t>(g_tuning.stage_max_bytes)
                                                              : static_cast<std::size_t>(kStageMaxBytes);
   const bool stage = vec && wave && stage_bytes <= std::min(stage_max, static_cast<std::size_t>(dev.smem_optin)) &&
-                     (norm || g_tuning.stage_plain != 0);
+                     (norm || sums || g_tuning.stage_plain != 0);
+  if (sums && (!stage || stage_bytes > std::min<std::size_t>(kStageMaxBytes, dev.smem_optin))) return 0;
   const std::size_t smem = stage ? static_cast<std::size_t>(2 * staged_half(a.cols / 8)) * 16 : 0;
 
   // The narrow shape (see gemv_vec) for the products without SwiGLU up to two rounds of its warps
   // (q/k/v, o, down; not lm_head, whose 152k rows stream better in the default shape).
   const long long narrow_warps = static_cast<long long>(dev.sms) * 5 * 7;
-  const bool narrow = wave && vec && !a.swiglu &&
-                      (g_tuning.narrow > 0 || (g_tuning.narrow < 0 && outs <= 2 * narrow_warps));
+  const bool narrow = sums || (wave && vec && !a.swiglu &&
+                               (g_tuning.narrow > 0 || (g_tuning.narrow < 0 && outs <= 2 * narrow_warps)));
   const int wpb = narrow ? 7 : kWarps;
   KernelFn<T> kernel = nullptr;
-  if (norm) {
+  if (sums) {
+    kernel = gemv_vec<Ops, false, false, true, true, true>;
+  } else if (norm) {
     kernel = a.swiglu ? pick<Ops, true, true>(vec, stage, false) : pick<Ops, true, false>(vec, stage, narrow);
   } else {
     kernel = a.swiglu ? pick<Ops, false, true>(vec, stage, false) : pick<Ops, false, false>(vec, stage, narrow);
@@ -360,11 +421,15 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   p.l2_next = g_tuning.l2_next >= 0 ? g_tuning.l2_next : (outs > warps && outs <= 2 * warps ? 1 : 0);
   p.early_trigger = g_tuning.early_trigger >= 0 ? g_tuning.early_trigger : 1;
   p.early_epi = g_tuning.early_epi >= 0 ? g_tuning.early_epi : 1;
+  if (sums) p.x = a.x_sums;
+  p.xs_l = a.x_sum_div;
+  p.group = a.sum_group;
   (void)launch_pdl(kernel, dim3(blocks), dim3(wpb * 32), smem, stream, p);
 
   const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
                     n = static_cast<std::size_t>(outs);
-  return r * c * sizeof(T) + c * 4 + (norm ? c * sizeof(T) : 0) + (a.bias ? r * sizeof(T) : 0) +
+  const std::size_t x_bytes = sums ? c * 4 + 2 * (c / static_cast<std::size_t>(a.sum_group)) * 4 : c * 4;
+  return r * c * sizeof(T) + x_bytes + (norm ? c * sizeof(T) : 0) + (a.bias ? r * sizeof(T) : 0) +
          (a.residual ? n * 4 : 0) + (a.y2 ? 2 : 1) * n * 4;
 }
 

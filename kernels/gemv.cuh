@@ -37,6 +37,16 @@ struct GemvArgsT {
   const T* norm_weight = nullptr;   // [cols] or null: when set, x is RMS-normalized and scaled first
   float norm_eps = 1e-6f;
   bool swiglu = false;
+  // Instead of x (then null): the decode attention's output as sums (kernels/decode_attention.cuh,
+  // DecodeAttentionSums, one token), divided while x is staged: with buckets k = 0, 1 of x_sums
+  // [2][cols] and x_sum_div [2][cols / sum_group], per group g of sum_group columns
+  //   x = s0 / d0 when d1 == 0, else (s0 2^-120 + s1) / (d0 2^-120 + d1).
+  // Without norm and SwiGLU; cols % 8 == 0, sum_group % 4 == 0, cols % sum_group == 0, at most 224
+  // groups, x_sums 16-byte aligned, cols x 4 bytes within the staging limit (16 KB). Always the
+  // staged, narrow shape.
+  const float* x_sums = nullptr;     // [2][cols] fp32
+  const float* x_sum_div = nullptr;  // [2][cols / sum_group] fp32
+  int sum_group = 0;
 };
 using GemvArgs = GemvArgsT<__nv_bfloat16>;
 using GemvArgsF16 = GemvArgsT<__half>;
@@ -45,8 +55,8 @@ using GemvArgsF16 = GemvArgsT<__half>;
 // pdl_enabled(). The kernel reads only W (and bias / norm_weight) before its pdl_wait(), and lets
 // the next kernel launch right after it (so the next kernel must follow the pdl.cuh contract too,
 // which every launch_pdl kernel does). Returns the bytes the kernel moves (W + x + norm_weight +
-// bias + residual + y (+ y2)), for GB/s; 0, with nothing launched, for an empty problem or swiglu with odd
-// rows. The fast path needs cols % 8 == 0 and w, x and norm_weight 16-byte aligned; anything else
+// bias + residual + y (+ y2)), for GB/s; 0, with nothing launched, for an empty problem, swiglu with odd
+// rows, or x_sums the launch cannot take (see GemvArgsT::x_sums). The fast path needs cols % 8 == 0 and w, x and norm_weight 16-byte aligned; anything else
 // takes a slower element-wise path with the same result. Instantiated for __nv_bfloat16 and __half.
 template <typename T>
 std::size_t launch_gemv(const GemvArgsT<T>& args, cudaStream_t stream);

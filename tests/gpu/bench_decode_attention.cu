@@ -3,11 +3,12 @@
 // heads, head_dim 128, bf16 cache in 16-slot blocks with a shuffled block table), one token, at
 // contexts from 1 to 16,384 keys. One CUDA graph of 28 launches (PDL on), each layer with its own
 // cache so that K/V come from DRAM as in the model; per context, the median of 20 replays in us per
-// layer and the GB/s of the K/V rows read.
+// layer and the GB/s of the K/V rows read, and the same with the output left as sums (the
+// decode step's mode with the fused MLP: DecodeAttentionSums, column "sums").
 // The attention's neighbours in the engine (the q/k/v and o products) are not part of it: read its
 // figures as the kernel's own time, not as a decode step's share.
 //   bench_decode_attention [--contexts 1,1024,4096]
-// Last line (tests/gpu/run.sh prints it): "decode attention 4096: X.XX us per layer (Y GB/s), 8192: ...".
+// Last line (tests/gpu/run.sh prints it): "decode attention 4096: X.XX us per layer (Y GB/s; sums Z.ZZ), 8192: ...".
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -52,8 +53,11 @@ struct Setup {
   std::int32_t* meta = nullptr;      // [table..., table_offset, ctx_len, slot, pos x3]
   void* out = nullptr;               // [kHeads, kD] bf16
   void* scratch = nullptr;
+  float* sums = nullptr;             // [kLayers][kSumStride]: per layer the output as sums, divisors (2 buckets)
   std::vector<std::int32_t> table;
 };
+constexpr int kSumStride = 2 * kHeads * (kD + 1);  // a multiple of 4 for the 7B shape: 16-byte aligned sets
+static_assert(kSumStride % 4 == 0, "16-byte aligned sums");
 
 Setup make_setup(int max_ctx) {
   Setup s;
@@ -84,6 +88,8 @@ Setup make_setup(int max_ctx) {
   const std::size_t sb = k::decode_attention_scratch_bytes(1, kHeads, kKvHeads, kD);
   CHECK(cudaMalloc(&s.scratch, sb));
   CHECK(cudaMemset(s.scratch, 0, sb));
+  CHECK(cudaMalloc(&s.sums, sizeof(float) * kSumStride * kLayers));
+  CHECK(cudaMemset(s.sums, 0, sizeof(float) * kSumStride * kLayers));
   CHECK(cudaDeviceSynchronize());
   return s;
 }
@@ -96,8 +102,9 @@ void set_context(Setup& s, int len) {
   CHECK(cudaMemcpy(s.meta, m.data(), m.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
 }
 
-// us per layer: the median replay of a graph of kLayers launches.
-float time_layers(Setup& s, cudaStream_t stream) {
+// us per layer: the median replay of a graph of kLayers launches; sums: each leaves its output as
+// sums (DecodeAttentionSums) and zeroes the previous layer's, as in the engine's decode step.
+float time_layers(Setup& s, cudaStream_t stream, bool sums) {
   const std::int32_t* m = s.meta + s.table.size();
   k::RopeKvArgs r;
   r.qkv = s.qkv;
@@ -131,7 +138,15 @@ float time_layers(Setup& s, cudaStream_t stream) {
   for (int l = 0; l < kLayers; ++l) {
     a.k_cache = r.k_cache = s.k[l];
     a.v_cache = r.v_cache = s.v[l];
-    k::launch_decode_attention(a, s.scratch, stream, &r);
+    k::DecodeAttentionSums ds;
+    ds.o = s.sums + static_cast<std::size_t>(l) * kSumStride;
+    ds.l = ds.o + 2 * kHeads * kD;
+    ds.clear_o = s.sums + static_cast<std::size_t>((l + kLayers - 1) % kLayers) * kSumStride;
+    ds.clear_l = ds.clear_o + 2 * kHeads * kD;
+    if (k::launch_decode_attention(a, s.scratch, stream, &r, sums ? &ds : nullptr) == 0) {
+      std::fprintf(stderr, "bench_decode_attention: the launch refused its arguments\n");
+      std::exit(1);
+    }
   }
   CHECK(cudaStreamEndCapture(stream, &g));
   CHECK(cudaGraphInstantiate(&exec, g, 0));
@@ -174,17 +189,19 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   Setup s = make_setup(max_ctx);
-  std::printf("\n%8s | %9s | %9s | %s\n", "context", "us/layer", "K/V GB/s", "us per token (28 layers)");
+  std::printf("\n%8s | %9s | %9s | %9s | %s\n", "context", "us/layer", "K/V GB/s", "sums", "us per token (28 layers)");
   std::string summary;
   for (const int c : contexts) {
     set_context(s, c);
-    const float us = time_layers(s, stream);
+    const float us = time_layers(s, stream, false);
+    const float us_sums = time_layers(s, stream, true);
     const double gbs = 2.0 * c * kKvHeads * kD * 2 / (us * 1e-6) / 1e9;  // the K and V rows read
-    std::printf("%8d | %9.2f | %9.0f | %.0f\n", c, us, gbs, us * kLayers);
+    std::printf("%8d | %9.2f | %9.0f | %9.2f | %.0f\n", c, us, gbs, us_sums, us * kLayers);
     std::fflush(stdout);
     if (c == 4096 || c == 8192 || c == 16384) {
       char b[96];
-      std::snprintf(b, sizeof b, "%s%d: %.2f us per layer (%.0f GB/s)", summary.empty() ? "" : ", ", c, us, gbs);
+      std::snprintf(b, sizeof b, "%s%d: %.2f us per layer (%.0f GB/s; sums %.2f)", summary.empty() ? "" : ", ", c, us,
+                    gbs, us_sums);
       summary += b;
     }
   }

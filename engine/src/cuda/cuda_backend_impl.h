@@ -136,10 +136,14 @@ class CudaBackend final : public Backend {
   Status linear(const void* x, const DevMatrix& w, kernels::ElemType wtype, const void* bias, const float* residual,
                 float* y, int n, int rows, int cols, const void* norm_w = nullptr, bool swiglu = false);
   // One token with fused_mlp_: o (+ residual into x_, a copy into xm_), then the fused MLP into x_.
-  Status o_and_fused_mlp(const CudaLayer& L);
+  // sums: the attention's output as sums (att_sums_, the layer's set), else null: att_.
+  Status o_and_fused_mlp(const CudaLayer& L, const float* sums);
   // Whether the fused decode MLP runs (and the down weights are stored transposed), and the
   // transpose scratch it needs while loading (released at the end of load()).
   void choose_fused_mlp();
+  // Whether one-token steps leave the decode attention's merge to the o product (att_sums_); after
+  // choose_fused_mlp().
+  Status choose_att_sums();
   Status transpose_down(DevMatrix& down, void* scratch);
   void drop_graphs();
 
@@ -213,6 +217,14 @@ class CudaBackend final : public Backend {
   // stored transposed; set at load (COSMOS_FUSED_MLP=0 turns it off, the log says which).
   bool fused_mlp_ = false;
   float* xm_ = nullptr;  // [hidden] fp32: the fused MLP's input, the o product's copy of x_
+  // One-token steps with the fused MLP: per layer the decode attention's output as sums
+  // (kernels/decode_attention.cuh, DecodeAttentionSums), which that layer's o product divides while
+  // it stages x: [layers][att_sums_stride_] fp32 = o [2][heads, head_dim], l [2][heads] (stride a
+  // multiple of 4: 16-byte aligned). Null: the attention merges its splits itself
+  // (COSMOS_ATT_SUMS=0, no fused MLP, ...).
+  float* att_sums_ = nullptr;
+  std::size_t att_sums_stride_ = 0;
+  std::uint64_t att_sums_bytes_ = 0;
   // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and
   // where each checkpoint matrix went (rows [row0, row0 + rows) of m).
   std::filesystem::path quant_cache_dir_;

@@ -1,10 +1,11 @@
 // CUDA backend: the fused decode MLP (kernels/mlp_decode.cuh) in the engine: whether it runs, the
 // transposed down weights it reads (laid out at load), the o product and the MLP of one decode
-// token (bf16 / fp16 weights).
+// token (bf16 / fp16 weights), and the decode attention's sums that this o product divides.
 #include <cstdlib>
 #include <string_view>
 
 #include "cuda/cuda_backend_impl.h"
+#include "kernels/decode_attention.cuh"
 #include "kernels/gemv.cuh"
 #include "kernels/mlp_decode.cuh"
 #include "kernels/transpose.cuh"
@@ -15,17 +16,25 @@ using kernels::ElemType;
 
 namespace {
 
+// x = att, or (sums) the attention's sums [2][Q] and their divisors [2][Q / D] right after them.
 template <typename T>
-void launch_o(const CudaLayer& L, const float* att, float* x, float* xm, int H, int Q, cudaStream_t stream) {
+std::size_t launch_o(const CudaLayer& L, const float* att, const float* sums, float* x, float* xm, int H, int Q, int D,
+                     cudaStream_t stream) {
   kernels::GemvArgsT<T> o;
   o.w = static_cast<const T*>(L.o.data);
-  o.x = att;
+  if (sums) {
+    o.x_sums = sums;
+    o.x_sum_div = sums + 2 * static_cast<std::size_t>(Q);
+    o.sum_group = D;
+  } else {
+    o.x = att;
+  }
   o.residual = x;
   o.y = x;
   o.y2 = xm;
   o.rows = H;
   o.cols = Q;
-  kernels::launch_gemv(o, stream);
+  return kernels::launch_gemv(o, stream);
 }
 
 template <typename T>
@@ -44,19 +53,22 @@ std::size_t launch_mlp(const CudaLayer& L, const float* x, float* y, int H, int 
 
 }  // namespace
 
-Status CudaBackend::o_and_fused_mlp(const CudaLayer& L) {
+Status CudaBackend::o_and_fused_mlp(const CudaLayer& L, const float* sums) {
   const ModelConfig& c = config_;
-  const int H = c.hidden_size, Q = c.q_dim(), FF = c.intermediate_size;
+  const int H = c.hidden_size, Q = c.q_dim(), FF = c.intermediate_size, D = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
+  const auto* att = static_cast<const float*>(att_);
   // x_ += W_o att_, and the same values into xm_: the MLP reads xm_ while it adds into x_.
-  std::size_t moved = 0;
+  std::size_t o_moved = 0, moved = 0;
   if (wtype_ == ElemType::f16) {
-    launch_o<__half>(L, static_cast<const float*>(att_), x_, xm_, H, Q, stream_);
+    o_moved = launch_o<__half>(L, att, sums, x_, xm_, H, Q, D, stream_);
     moved = launch_mlp<__half>(L, xm_, x_, H, FF, eps, stream_);
   } else {
-    launch_o<bf16>(L, static_cast<const float*>(att_), x_, xm_, H, Q, stream_);
+    o_moved = launch_o<bf16>(L, att, sums, x_, xm_, H, Q, D, stream_);
     moved = launch_mlp<bf16>(L, xm_, x_, H, FF, eps, stream_);
   }
+  if (o_moved == 0)
+    return fail(make_error(ErrorCategory::internal, "backend.cuda", "the decode o product refused its inputs"));
   if (moved == 0)
     return fail(make_error(ErrorCategory::internal, "backend.cuda", "the fused decode MLP refused its inputs"));
   CUDA_TRY(cudaGetLastError());
@@ -85,6 +97,45 @@ void CudaBackend::choose_fused_mlp() {
   }
   fused_mlp_ = true;
   spdlog::info("cuda backend: decode MLP as one fused kernel per layer (COSMOS_FUSED_MLP=0: two kernels, bit-reproducible)");
+}
+
+Status CudaBackend::choose_att_sums() {
+  att_sums_ = nullptr;
+  att_sums_stride_ = 0;
+  att_sums_bytes_ = 0;
+  // The sums are divided by the fused path's o product; each layer's attention zeroes the previous
+  // layer's pair, which needs two layers or more.
+  if (!fused_mlp_ || !decode_scratch_ || layers_.size() < 2) return ok_status();
+  const ModelConfig& c = config_;
+  kernels::AttentionArgs probe;
+  probe.kv_type = kvtype_;
+  probe.heads = c.num_heads;
+  probe.kv_heads = c.num_kv_heads;
+  probe.head_dim = c.head_dim;
+  if (!kernels::decode_attention_sums_supported(probe) || c.head_dim % 4 != 0 || c.num_heads > 224 ||
+      static_cast<std::size_t>(c.q_dim()) * sizeof(float) > 16 * 1024) {
+    spdlog::info("cuda backend: decode attention merges its own splits (the o product cannot take sums for this shape)");
+    return ok_status();
+  }
+  if (const char* env = std::getenv("COSMOS_ATT_SUMS"); env && std::string_view(env) == "0") {
+    spdlog::info("cuda backend: decode attention merges its own splits (COSMOS_ATT_SUMS=0)");
+    return ok_status();
+  }
+  const std::size_t stride = (2 * static_cast<std::size_t>(c.num_heads) * (c.head_dim + 1) + 3) / 4 * 4;
+  const std::size_t bytes = stride * layers_.size() * sizeof(float);
+  auto p = alloc(bytes, "the decode attention sums");
+  if (!p) {
+    spdlog::warn("cuda backend: decode attention merges its own splits: no GPU memory for its sums ({})",
+                 p.error().message);
+    return ok_status();
+  }
+  CUDA_TRY(cudaMemset(*p, 0, bytes));
+  att_sums_ = static_cast<float*>(*p);
+  att_sums_stride_ = stride;
+  att_sums_bytes_ = bytes;
+  spdlog::info("cuda backend: decode attention leaves its split merge to the o product (sums; COSMOS_ATT_SUMS=0: "
+               "merged in the attention)");
+  return ok_status();
 }
 
 // down [hidden, intermediate] -> [intermediate, hidden] in place, through `scratch` (same size).

@@ -142,7 +142,19 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int sec0 = c.mrope_section.size() == 3 ? c.mrope_section[0] : D;
   const int sec1 = c.mrope_section.size() == 3 ? c.mrope_section[1] : 0;
-  for (const CudaLayer& L : layers_) {
+  // One token with the fused MLP: the attention leaves sums that the o product divides
+  // (att_sums_); layer li's attention zeroes layer li - 1's pair (the first layer's: the last's).
+  const bool sums = N == 1 && fused_mlp_ && att_sums_ && decode_att;
+  const std::size_t n_layers = layers_.size();
+  for (std::size_t li = 0; li < n_layers; ++li) {
+    const CudaLayer& L = layers_[li];
+    kernels::DecodeAttentionSums ds;
+    if (sums) {
+      ds.o = att_sums_ + li * att_sums_stride_;
+      ds.l = ds.o + 2 * static_cast<std::size_t>(Q);
+      ds.clear_o = att_sums_ + (li + n_layers - 1) % n_layers * att_sums_stride_;
+      ds.clear_l = ds.clear_o + 2 * static_cast<std::size_t>(Q);
+    }
     // Attention block (one token: the norm runs inside the q/k/v product).
     if (N == 1) {
       if (auto st = linear(x_, L.qkv, wtype_, L.qkv_bias, nullptr, qkv_, 1, Q + 2 * KV, H, L.in_norm_w); !st) return st;
@@ -213,14 +225,15 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.block_size = cache_.shape().block_size;
       a.max_ctx = max_ctx;
       a.scale = scale;
-      if (decode_att)
-        kernels::launch_decode_attention(a, decode_scratch_, stream_, fuse_rope ? &r : nullptr);
-      else
+      if (decode_att) {
+        if (kernels::launch_decode_attention(a, decode_scratch_, stream_, fuse_rope ? &r : nullptr, sums ? &ds : nullptr) == 0)
+          return fail(make_error(ErrorCategory::internal, "backend.cuda", "the decode attention refused its inputs"));
+      } else
         kernels::launch_attention(a, stream_);
     }
     CUDA_TRY(cudaGetLastError());
     if (N == 1 && fused_mlp_) {
-      if (auto st = o_and_fused_mlp(L); !st) return st;
+      if (auto st = o_and_fused_mlp(L, sums ? ds.o : nullptr); !st) return st;
       continue;
     }
     if (auto st = linear(att_, L.o, wtype_, nullptr, x_, x_, N, H, Q); !st) return st;

@@ -454,6 +454,7 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
                    sp.error().message);
     }
   }
+  TRY(choose_att_sums());
   cached_.clear();
   placed_.clear();
   if (progress_ && !progress_(1.0)) return load_cancelled_error();
@@ -518,7 +519,7 @@ Status CudaBackend::ensure_workspace(int tokens, int rows) {
                       {reinterpret_cast<void**>(&sel_), rows * H},
                       {reinterpret_cast<void**>(&xm_), H},
                       {reinterpret_cast<void**>(&logits_), static_cast<std::size_t>(rows) * c.vocab_size}};
-  workspace_bytes_ = decode_scratch_bytes_ + kGemmWorkspace + sample_ws_bytes_ + dq_elems_ * 2;
+  workspace_bytes_ = decode_scratch_bytes_ + att_sums_bytes_ + kGemmWorkspace + sample_ws_bytes_ + dq_elems_ * 2;
   for (const Buf& b : bufs) {
     auto p = alloc(b.floats * sizeof(float), "activations");
     if (!p) return p.error();
