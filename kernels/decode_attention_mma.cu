@@ -31,9 +31,10 @@
 // With sums (DecodeAttentionSums, the decode step's default on Hopper): no partials, ticket or
 // merge; each split adds its O and L, weighted by 2^(M - c) against c = q . k_0 (key 0's row copied
 // with the first round, the dot product after the last) and shifted into one of two exponent
-// buckets, into fp32 sums with red.add, and the o product divides. That is the 2 us per layer of the merge at 4k (ticket chain and partial reads,
-// docs/PERFORMANCE.md session 14) gone from the attention; the split-0 block of each (token, KV
-// head) zeroes the previous layer's sums of its heads after the PDL wait.
+// buckets, into fp32 sums with 16-byte red.adds, and the o product divides. That takes the merge's
+// ~2 us per layer at 4k (ticket chain and partial reads, docs/PERFORMANCE.md session 14) out of
+// the attention; the split-0 block of each (token, KV head) zeroes the previous layer's sums of
+// its heads after the PDL wait.
 //
 // Bytes: the K and V rows of the context (2 x len x D x 2 per KV head), the q/k/v row, the output;
 // with several splits the partials (D + 2 floats per head and split) written and read back once,
@@ -164,7 +165,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   if constexpr (kSums) {
     // The previous layer's sums of this token's group, read by the kernels this one waited for.
     if (split == 0 && sc.clear_o) {
-      const std::size_t bucket_o = static_cast<std::size_t>(a.n) * a.heads * D, bucket_l = static_cast<std::size_t>(a.n) * a.heads;
+      const std::size_t bucket_o = static_cast<std::size_t>(a.n) * a.heads * D;
+      const std::size_t bucket_l = static_cast<std::size_t>(a.n) * a.heads;
       float4* c0 = reinterpret_cast<float4*>(sc.clear_o + head0 * D);
       float4* c1 = reinterpret_cast<float4*>(sc.clear_o + bucket_o + head0 * D);
       for (int i = tid; i < G * D / 4; i += kThreads) c0[i] = c1[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -347,92 +349,126 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   }
   __syncthreads();
 
-  for (int i = tid; i < G * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    float M = s_m[0][r];
+  if constexpr (kSums) {
+    // Thread i: elements 4i .. 4i + 3 of the group's [G][D] output, one 16-byte add (sm_90) into
+    // its bucket's sums (a quarter of the atomic operations of element-wise adds), or a store with
+    // one split; the row's first thread also adds (stores) the row's sum.
+    const std::size_t bucket_o = static_cast<std::size_t>(a.n) * a.heads * D;
+    const std::size_t bucket_l = static_cast<std::size_t>(a.n) * a.heads;
+    for (int i = tid; i < G * D / 4; i += kThreads) {
+      const int r = 4 * i / D, d = 4 * i % D;
+      float4 O = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
-    float L = 0.0f, O = 0.0f;
+      for (int w = 0; w < kWarps; ++w) {
+        const float4 v = *reinterpret_cast<const float4*>(so + (w * 16 + r) * D + d);
+        O = make_float4(O.x + v.x, O.y + v.y, O.z + v.z, O.w + v.w);
+      }
+      float L = 0.0f;
+      if (d == 0) {
+        float M = s_m[0][r];
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      if (s_m[w][r] != -INFINITY) L += s_l[w][r] * fast_exp2((s_m[w][r] - M) * scale_log2);
-      O += so[(w * 16 + r) * D + d];
-    }
-    if constexpr (kSums) {
+        for (int w = 1; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w)
+          if (s_m[w][r] != -INFINITY) L += s_l[w][r] * fast_exp2((s_m[w][r] - M) * scale_log2);
+      }
       const std::size_t hrow = head0 + r;
       if (active == 1) {
-        sc.sum_o[hrow * D + d] = O;
+        *reinterpret_cast<float4*>(sc.sum_o + hrow * D + d) = O;
         if (d == 0) {
           sc.sum_l[hrow] = L;
-          sc.sum_l[static_cast<std::size_t>(a.n) * a.heads + hrow] = 0.0f;
+          sc.sum_l[bucket_l + hrow] = 0.0f;
         }
       } else {
         const int bk = s_bk[r];
-        atomicAdd(sc.sum_o + bk * static_cast<std::size_t>(a.n) * a.heads * D + hrow * D + d, O * s_f[r]);
-        if (d == 0) atomicAdd(sc.sum_l + bk * static_cast<std::size_t>(a.n) * a.heads + hrow, L * s_f[r]);
-      }
-    } else if (active == 1) {
-      store_elem(static_cast<Out*>(a.out) + (head0 + r) * D, d, O / L);
-    } else {
-      const std::size_t at = (head0 + r) * kSplits + split;
-      sc.o[at * D + d] = O;
-      if (d == 0) {
-        sc.ml[2 * at] = M * scale_log2;  // the merge's units: base-2 exponents
-        sc.ml[2 * at + 1] = L;
+        const float f = s_f[r];
+        float* dst = sc.sum_o + bk * bucket_o + hrow * D + d;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float4*>(dst), make_float4(O.x * f, O.y * f, O.z * f, O.w * f));
+#else
+        atomicAdd(dst, O.x * f);
+        atomicAdd(dst + 1, O.y * f);
+        atomicAdd(dst + 2, O.z * f);
+        atomicAdd(dst + 3, O.w * f);
+#endif
+        if (d == 0) atomicAdd(sc.sum_l + bk * bucket_l + hrow, L * f);
       }
     }
-  }
-  if (kSums || active == 1) return;
-
-  // The last block of the (token, KV head) to finish merges the splits.
-  __syncthreads();  // the block's partial stores before thread 0's ticket (arrive_last)
-  if (tid == 0) last_flag = arrive_last(sc.counters + t * a.kv_heads + kvh, active);
-  __syncthreads();
-  if (!last_flag) return;
-  // Warp w merges head w (G <= 8 warps), lane l its float4 l of D (for D = 64 lanes 16-31 only
-  // help with the weights): the lanes read the splits' (max, sum) (lane l: splits l, l + 32) and
-  // the first batch of partials in one round of L2 reads, the weights are shuffled from the lane
-  // that computed them, and there is no block barrier between weights and partials.
-  constexpr int kBatch = 16;  // partials in flight per lane
-  const int r = warp;
-  if (r < G) {
-    const std::size_t at0 = (head0 + r) * kSplits;
-    const bool mine = lane < D / 4;
-    const float4* part = reinterpret_cast<const float4*>(sc.o + at0 * D) + lane;  // + split * D / 4
-    float4 v[kBatch];
+  } else {  // the split's result merged here: output, or partial and the last block's merge
+    for (int i = tid; i < G * D; i += kThreads) {
+      const int r = i / D, d = i % D;
+      float M = s_m[0][r];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j)
-      v[j] = mine && j < active ? __ldcg(part + j * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    float w0, w1;
-    const float total = split_weights<true>(sc.ml, at0, active, lane, w0, w1);
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int base = 0; base < active; base += kBatch) {
-      if (base > 0) {
+      for (int w = 1; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
+      float L = 0.0f, O = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-          v[j] = mine && base + j < active ? __ldcg(part + (base + j) * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int w = 0; w < kWarps; ++w) {
+        if (s_m[w][r] != -INFINITY) L += s_l[w][r] * fast_exp2((s_m[w][r] - M) * scale_log2);
+        O += so[(w * 16 + r) * D + d];
       }
-      const float wsrc = base < 32 ? w0 : w1;  // kBatch divides 32: a batch is within one half
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const float w = __shfl_sync(0xffffffffu, wsrc, (base + j) & 31);  // 0 past `active`
-        if (base + j < active) {
-          acc.x = fmaf(w, v[j].x, acc.x);
-          acc.y = fmaf(w, v[j].y, acc.y);
-          acc.z = fmaf(w, v[j].z, acc.z);
-          acc.w = fmaf(w, v[j].w, acc.w);
+      if (active == 1) {
+        store_elem(static_cast<Out*>(a.out) + (head0 + r) * D, d, O / L);
+      } else {
+        const std::size_t at = (head0 + r) * kSplits + split;
+        sc.o[at * D + d] = O;
+        if (d == 0) {
+          sc.ml[2 * at] = M * scale_log2;  // the merge's units: base-2 exponents
+          sc.ml[2 * at + 1] = L;
         }
       }
     }
-    if (mine) {
-      const float inv = 1.0f / total;
-      Out* out = static_cast<Out*>(a.out) + (head0 + r) * D + lane * 4;
-      store_elem(out, 0, acc.x * inv);
-      store_elem(out, 1, acc.y * inv);
-      store_elem(out, 2, acc.z * inv);
-      store_elem(out, 3, acc.w * inv);
+    if (active == 1) return;
+
+    // The last block of the (token, KV head) to finish merges the splits.
+    __syncthreads();  // the block's partial stores before thread 0's ticket (arrive_last)
+    if (tid == 0) last_flag = arrive_last(sc.counters + t * a.kv_heads + kvh, active);
+    __syncthreads();
+    if (!last_flag) return;
+    // Warp w merges head w (G <= 8 warps), lane l its float4 l of D (for D = 64 lanes 16-31 only
+    // help with the weights): the lanes read the splits' (max, sum) (lane l: splits l, l + 32) and
+    // the first batch of partials in one round of L2 reads, the weights are shuffled from the lane
+    // that computed them, and there is no block barrier between weights and partials.
+    constexpr int kBatch = 16;  // partials in flight per lane
+    const int r = warp;
+    if (r < G) {
+      const std::size_t at0 = (head0 + r) * kSplits;
+      const bool mine = lane < D / 4;
+      const float4* part = reinterpret_cast<const float4*>(sc.o + at0 * D) + lane;  // + split * D / 4
+      float4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+        v[j] = mine && j < active ? __ldcg(part + j * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float w0, w1;
+      const float total = split_weights<true>(sc.ml, at0, active, lane, w0, w1);
+      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int base = 0; base < active; base += kBatch) {
+        if (base > 0) {
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j)
+            v[j] = mine && base + j < active ? __ldcg(part + (base + j) * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        const float wsrc = base < 32 ? w0 : w1;  // kBatch divides 32: a batch is within one half
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const float w = __shfl_sync(0xffffffffu, wsrc, (base + j) & 31);  // 0 past `active`
+          if (base + j < active) {
+            acc.x = fmaf(w, v[j].x, acc.x);
+            acc.y = fmaf(w, v[j].y, acc.y);
+            acc.z = fmaf(w, v[j].z, acc.z);
+            acc.w = fmaf(w, v[j].w, acc.w);
+          }
+        }
+      }
+      if (mine) {
+        const float inv = 1.0f / total;
+        Out* out = static_cast<Out*>(a.out) + (head0 + r) * D + lane * 4;
+        store_elem(out, 0, acc.x * inv);
+        store_elem(out, 1, acc.y * inv);
+        store_elem(out, 2, acc.z * inv);
+        store_elem(out, 3, acc.w * inv);
+      }
     }
-  }
+  }  // merged
 }
 
 template <int D>

@@ -1,8 +1,8 @@
 #include <algorithm>
 
-#include "kernels/decode_attention.cuh"
 #include "kernels/gemv.cuh"
 #include "kernels/gemv_common.cuh"
+#include "kernels/gemv_sums.cuh"
 #include "kernels/half_ops.cuh"
 #include "kernels/pdl.cuh"
 
@@ -49,6 +49,7 @@ struct Params {
   int early_epi;      // 1: a warp's first output's bias before the wait and residual right after it
   const float* xs_l;  // kSums: x = p.x, sums in two buckets [2][cols], their divisors [2][cols / group]
   int group;
+  int group_shift;  // kSums: log2(group / 8), the group of 8-column vector i is i >> group_shift
 };
 
 template <typename Ops>
@@ -107,44 +108,8 @@ __device__ __forceinline__ void finish(const Params<typename Ops::T>& p, int o, 
 // session 8 step 8: narrow for q/k/v alone lost in the chain, for all three won).
 template <bool kNarrow>
 constexpr int kWarpsOf = kNarrow ? 7 : kWarps;
-// The sums' division (kSums), after x's bucket-0 sums are staged (no barrier needed): thread g <
-// groups publishes 1 / divisor of group g (negated when bucket 1 has a share, which is then added:
-// kernels/decode_attention.cuh), a barrier, and each thread rescales the float4s it staged itself
-// (i = threadIdx.x + k x kThreads; a warp's float4s mostly share a group), then a barrier before
-// the products read them.
-constexpr int kMaxSumGroups = 224;  // one divisor per thread of a narrow block
-template <int kThreads, typename P>
-__device__ __forceinline__ void stage_sums_divide(float4* xs, int ps, const P& p, float l0, float l1, int n4) {
-  static_assert(kThreads >= kMaxSumGroups, "a thread per group");
-  __shared__ float s_inv[kMaxSumGroups];  // 1 / divisor, negated when bucket 1 has a share
-  const int groups = p.cols / p.group, g4 = p.group >> 2;
-  if (static_cast<int>(threadIdx.x) < groups) {
-    const bool mixed = l1 != 0.0f;
-    constexpr float kDown = 1.0f / (1ull << 60) / (1ull << 60);  // 2^-120: bucket 0 in bucket 1's units
-    static_assert(kSumsBucket == 120, "kDown is 2^-kSumsBucket");
-    const float inv = 1.0f / (mixed ? fmaf(l0, kDown, l1) : l0);
-    s_inv[threadIdx.x] = mixed ? -inv : inv;
-  }
-  __syncthreads();
-  const float4* x1 = reinterpret_cast<const float4*>(p.x + p.cols);  // bucket 1
-  for (int i = threadIdx.x; i < n4; i += kThreads) {
-    const int g = i / g4;
-    float4& v = xs[(i & 1) * ps + (i >> 1)];
-    float4 a = v;
-    float inv = s_inv[g];
-    if (inv < 0.0f) {
-      inv = -inv;
-      constexpr float kDown = 1.0f / (1ull << 60) / (1ull << 60);
-      const float4 b = __ldcg(x1 + i);
-      a = make_float4(fmaf(a.x, kDown, b.x), fmaf(a.y, kDown, b.y), fmaf(a.z, kDown, b.z), fmaf(a.w, kDown, b.w));
-    }
-    v = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
-  }
-  __syncthreads();
-}
-
-// kSums: x staged from the decode attention's sums (GemvArgsT::x_sums; p.x is bucket 0), only with
-// kStage and kNarrow, no norm.
+// kSums: x staged from the decode attention's sums (GemvArgsT::x_sums; p.x is bucket 0,
+// gemv_sums::stage), only with kStage and kNarrow, no norm.
 template <typename Ops, bool kNorm, bool kSwiglu, bool kStage, bool kNarrow = false, bool kSums = false>
 __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBlocks<kStage, kNorm || kSwiglu>)
     gemv_vec(const Params<typename Ops::T> p) {
@@ -156,6 +121,7 @@ __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBloc
   constexpr int kU = kNarrow && kStage ? 7 : kLoads<kStage, kSwiglu>;  // 16-byte loads per row per step
   constexpr int kStep = 32 * kU;               // 16-byte vectors per row per step
   extern __shared__ float4 xs[];               // kStage: [2][ps] (ps = staged_half(vecs) >= vecs)
+  __shared__ float s_inv[kSums ? gemv_sums::kMaxGroups : 1];  // kSums: 1 / divisor per group
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int vecs = p.cols >> 3;
@@ -197,17 +163,11 @@ __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBloc
 
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   float inv = 1.0f;
-  if constexpr (kNorm || kStage) {
+  if constexpr (kSums) {
+    gemv_sums::stage<kThreads>(xs, ps, s_inv, p.x, p.xs_l, p.cols, p.group);  // ends with a barrier
+  } else if constexpr (kNorm || kStage) {
     const int n4 = p.cols >> 2;
     float ss = 0.0f;
-    // kSums: thread g < groups reads group g's divisors (both buckets) in the staging's round trip.
-    float l0 = 0.0f, l1 = 0.0f;
-    if constexpr (kSums) {
-      if (static_cast<int>(threadIdx.x) < p.cols / p.group) {
-        l0 = __ldcg(p.xs_l + threadIdx.x);
-        l1 = __ldcg(p.xs_l + p.cols / p.group + threadIdx.x);
-      }
-    }
     // Batches of kB float4s per thread, all loaded before any is used: 14 KB of x in one round
     // trip to L2 (a plain loop left 2-3 dependent ones after the compiler's unrolling).
     constexpr int kB = 4;
@@ -235,10 +195,7 @@ __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBloc
                                                                         n4, inv);
       }
     }
-    if constexpr (kSums)
-      stage_sums_divide<kThreads>(xs, ps, p, l0, l1, n4);  // its own barriers
-    else if constexpr (kStage)
-      __syncthreads();
+    if constexpr (kStage) __syncthreads();
   }
 
   // x values for 16-byte weight vector i (columns 8i .. 8i+7).
@@ -280,7 +237,12 @@ __global__ void __launch_bounds__(kWarpsOf<kNarrow> * 32, kNarrow ? 5 : kMinBloc
           float4 a, b;
           xval(i, a, b);
 #pragma unroll
-          for (int r = 0; r < kR; ++r) acc[r] += dot8<Ops>(w[r][u], a, b);
+          for (int r = 0; r < kR; ++r) {
+            if constexpr (kSums)
+              acc[r] = fmaf(dot8<Ops>(w[r][u], a, b), s_inv[i >> p.group_shift], acc[r]);  // vector i's group
+            else
+              acc[r] += dot8<Ops>(w[r][u], a, b);
+          }
         }
       }
       s += kStep;
@@ -354,8 +316,9 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   const bool norm = a.norm_weight != nullptr;
   const int outs = a.swiglu ? a.rows / 2 : a.rows;
   const bool sums = a.x_sums != nullptr;
-  if (sums && (norm || a.swiglu || !a.x_sum_div || a.sum_group <= 0 || a.sum_group % 4 != 0 ||
-               a.cols % a.sum_group != 0 || a.cols / a.sum_group > kMaxSumGroups || a.cols % 8 != 0 ||
+  if (sums && (norm || a.swiglu || !a.x_sum_div || a.sum_group <= 0 ||
+               a.cols % a.sum_group != 0 || a.sum_group < 16 || (a.sum_group & (a.sum_group - 1)) != 0 ||
+               a.cols / a.sum_group > gemv_sums::kMaxGroups || a.cols % 8 != 0 ||
                !aligned16(a.w) || !aligned16(a.x_sums)))
     return 0;
 
@@ -424,6 +387,8 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   if (sums) p.x = a.x_sums;
   p.xs_l = a.x_sum_div;
   p.group = a.sum_group;
+  p.group_shift = 0;
+  while (sums && (8 << p.group_shift) < a.sum_group) ++p.group_shift;
   (void)launch_pdl(kernel, dim3(blocks), dim3(wpb * 32), smem, stream, p);
 
   const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),

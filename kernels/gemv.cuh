@@ -38,12 +38,13 @@ struct GemvArgsT {
   float norm_eps = 1e-6f;
   bool swiglu = false;
   // Instead of x (then null): the decode attention's output as sums (kernels/decode_attention.cuh,
-  // DecodeAttentionSums, one token), divided while x is staged: with buckets k = 0, 1 of x_sums
-  // [2][cols] and x_sum_div [2][cols / sum_group], per group g of sum_group columns
-  //   x = s0 / d0 when d1 == 0, else (s0 2^-120 + s1) / (d0 2^-120 + d1).
-  // Without norm and SwiGLU; cols % 8 == 0, sum_group % 4 == 0, cols % sum_group == 0, at most 224
-  // groups, x_sums 16-byte aligned, cols x 4 bytes within the staging limit (16 KB). Always the
-  // staged, narrow shape.
+  // DecodeAttentionSums, one token): with buckets k = 0, 1 of x_sums [2][cols] and x_sum_div
+  // [2][cols / sum_group], per group g of sum_group columns
+  //   x = s0 / d0 when d1 == 0, else (s0 2^-120 + s1) / (d0 2^-120 + d1)
+  // (the kernel stages s0, or s0 2^-120 + s1, and scales each 8-column dot product by 1 / divisor:
+  // kernels/gemv_sums.cuh). Without norm and SwiGLU; sum_group a power of two >= 16 dividing cols,
+  // at most 224 groups, cols % 8 == 0, x_sums 16-byte aligned, cols x 4 bytes within the staging
+  // limit (16 KB). Always the staged, narrow shape.
   const float* x_sums = nullptr;     // [2][cols] fp32
   const float* x_sum_div = nullptr;  // [2][cols / sum_group] fp32
   int sum_group = 0;
