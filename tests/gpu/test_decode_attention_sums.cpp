@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda_upload.h"
+#include "half_convert.h"
 #include "kernels/decode_attention.cuh"
 #include "kernels/device_info.cuh"
 #include "kernels/gemv.cuh"
@@ -30,6 +31,8 @@
 namespace cosmos {
 namespace {
 
+using testing::from_f;
+using testing::to_f;
 using testing::upload;
 
 bool have_gpu() { return !kernels::query_gpus().gpus.empty(); }
@@ -230,19 +233,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{{257, 4096}, 64, true, Key0::random}, Param{{4096, 700, 1}, 128, false, Key0::below},
                       Param{{8193, 65}, 128, false, Key0::below}, Param{{4096, 700}, 128, false, Key0::dominant}),
     param_name);
-
-float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-float to_f(__half v) { return __half2float(v); }
-template <typename T>
-T from_f(float v);
-template <>
-__nv_bfloat16 from_f(float v) {
-  return __float2bfloat16(v);
-}
-template <>
-__half from_f(float v) {
-  return __float2half(v);
-}
 
 // The o product of x given as sums: y = W (sums / div) + residual, against the plain product of the
 // host's quotients (rounded to fp32, what the kernel stages).

@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "half_convert.h"
 #include "kernels/device_info.cuh"
 #include "kernels/gemv.cuh"
 #include "kernels/pdl.cuh"
@@ -63,26 +64,8 @@ struct Rng {
   }
 };
 
-template <typename T>
-float to_f(T v);
-template <>
-float to_f(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <>
-float to_f(__half v) {
-  return __half2float(v);
-}
-template <typename T>
-T from_f(float v);
-template <>
-__nv_bfloat16 from_f(float v) {
-  return __float2bfloat16(v);
-}
-template <>
-__half from_f(float v) {
-  return __float2half(v);
-}
+using testing::from_f;
+using testing::to_f;
 
 // A device buffer holding `n` elements starting `offset` elements into the allocation (offset 1 on a
 // 16-byte aligned allocation makes a misaligned pointer), plus `guard` NaN-poisoned elements after.
