@@ -309,6 +309,13 @@ using gemv_common::DeviceShape;
 
 void set_gemv_tuning(const GemvTuning& t) { g_tuning = t; }
 
+bool gemv_sums_supported(int cols, int sum_group) {
+  return cols > 0 && cols % 8 == 0 && sum_group >= 16 && (sum_group & (sum_group - 1)) == 0 && cols % sum_group == 0 &&
+         cols / sum_group <= gemv_sums::kMaxGroups &&
+         static_cast<std::size_t>(cols) * sizeof(float) <=
+             std::min<std::size_t>(kStageMaxBytes, static_cast<std::size_t>(device_shape().smem_optin));
+}
+
 template <typename T>
 std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   using Ops = typename OpsOf<T>::type;
@@ -316,10 +323,8 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
   const bool norm = a.norm_weight != nullptr;
   const int outs = a.swiglu ? a.rows / 2 : a.rows;
   const bool sums = a.x_sums != nullptr;
-  if (sums && (norm || a.swiglu || !a.x_sum_div || a.sum_group <= 0 ||
-               a.cols % a.sum_group != 0 || a.sum_group < 16 || (a.sum_group & (a.sum_group - 1)) != 0 ||
-               a.cols / a.sum_group > gemv_sums::kMaxGroups || a.cols % 8 != 0 ||
-               !aligned16(a.w) || !aligned16(a.x_sums)))
+  if (sums && (norm || a.swiglu || !a.x_sum_div || !gemv_sums_supported(a.cols, a.sum_group) || !aligned16(a.w) ||
+               !aligned16(a.x_sums)))
     return 0;
 
   const DeviceShape dev = device_shape();
@@ -338,7 +343,7 @@ std::size_t launch_gemv(const GemvArgsT<T>& a, cudaStream_t stream) {
                                                              : static_cast<std::size_t>(kStageMaxBytes);
   const bool stage = vec && wave && stage_bytes <= std::min(stage_max, static_cast<std::size_t>(dev.smem_optin)) &&
                      (norm || sums || g_tuning.stage_plain != 0);
-  if (sums && (!stage || stage_bytes > std::min<std::size_t>(kStageMaxBytes, dev.smem_optin))) return 0;
+  if (sums && !stage) return 0;  // only with a lowered GemvTuning::stage_max_bytes
   const std::size_t smem = stage ? static_cast<std::size_t>(2 * staged_half(a.cols / 8)) * 16 : 0;
 
   // The narrow shape (see gemv_vec) for the products without SwiGLU up to two rounds of its warps

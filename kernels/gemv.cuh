@@ -62,6 +62,10 @@ using GemvArgsF16 = GemvArgsT<__half>;
 template <typename T>
 std::size_t launch_gemv(const GemvArgsT<T>& args, cudaStream_t stream);
 
+// True when launch_gemv takes x as sums (GemvArgsT::x_sums) for a product of `cols` columns in
+// groups of `sum_group` (the shape conditions listed there; pointers and alignment aside).
+bool gemv_sums_supported(int cols, int sum_group);
+
 // The name the CUDA backend used before fp16 support.
 inline std::size_t launch_gemv_bf16(const GemvArgs& args, cudaStream_t stream) { return launch_gemv(args, stream); }
 

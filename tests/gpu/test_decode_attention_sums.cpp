@@ -303,6 +303,10 @@ void check_gemv_sums(int D) {
     ASSERT_NEAR(y2[o], y1[o], 2.0 * (cols / 32 + 20) * mag / (1 << 24)) << "output " << o;
     ASSERT_EQ(y3[o], y2[o]) << "output " << o << ": the second copy";
   }
+  EXPECT_TRUE(kernels::gemv_sums_supported(cols, D));
+  EXPECT_FALSE(kernels::gemv_sums_supported(cols, 112));   // not a power of two
+  EXPECT_FALSE(kernels::gemv_sums_supported(8192, 128));   // x beyond the 16 KB staging
+  EXPECT_FALSE(kernels::gemv_sums_supported(4096, 16));    // 256 groups: more than a thread each
   // What the sums path refuses: a norm, a group that does not divide cols, misaligned sums.
   kernels::GemvArgsT<T> bad = s;
   bad.norm_weight = dw;

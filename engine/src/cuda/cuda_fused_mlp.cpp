@@ -112,8 +112,7 @@ Status CudaBackend::choose_att_sums() {
   probe.heads = c.num_heads;
   probe.kv_heads = c.num_kv_heads;
   probe.head_dim = c.head_dim;
-  if (!kernels::decode_attention_sums_supported(probe) || c.head_dim % 4 != 0 || c.num_heads > 224 ||
-      static_cast<std::size_t>(c.q_dim()) * sizeof(float) > 16 * 1024) {
+  if (!kernels::decode_attention_sums_supported(probe) || !kernels::gemv_sums_supported(c.q_dim(), c.head_dim)) {
     spdlog::info("cuda backend: decode attention merges its own splits (the o product cannot take sums for this shape)");
     return ok_status();
   }
