@@ -4,6 +4,9 @@
 
 #include "kernels/mma_bf16.cuh"
 #include "kernels/pdl.cuh"
+#if COSMOS_HAVE_SM90A
+#include "kernels/prefill_attention_wgmma.cuh"
+#endif
 
 namespace cosmos::kernels {
 namespace {
@@ -248,12 +251,30 @@ bool prefill_attention_supports(int heads, int kv_heads, int head_dim) {
   return (head_dim == 64 || head_dim == 128) && heads > 0 && kv_heads > 0 && heads % kv_heads == 0;
 }
 
+bool prefill_attention_wgmma_available() {
+#if COSMOS_HAVE_SM90A
+  int dev = 0, major = 0, minor = 0;
+  return cudaGetDevice(&dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
+         minor == 0;
+#else
+  return false;
+#endif
+}
+
 std::size_t launch_prefill_attention(const PrefillAttentionArgs& a, cudaStream_t stream) {
   if (a.seqs <= 0 || a.max_q_len <= 0 || a.block_size <= 0 ||
       !prefill_attention_supports(a.heads, a.kv_heads, a.head_dim))
     return 0;
+  const bool wgmma = a.kernel != PrefillAttentionKernel::mma && prefill_attention_wgmma_available();
+  if (a.kernel == PrefillAttentionKernel::wgmma && !wgmma) return 0;
   const dim3 grid(a.heads, (a.max_q_len + kBM - 1) / kBM, a.seqs);
-  if (a.head_dim == 128) {
+  if (wgmma) {
+#if COSMOS_HAVE_SM90A
+    launch_prefill_attention_wgmma(a, stream);
+#endif
+  } else if (a.head_dim == 128) {
     launch_pdl(a.out_f16 ? prefill_attention_kernel<128, true> : prefill_attention_kernel<128, false>, grid,
                dim3(kThreads), 0, stream, a);
   } else {

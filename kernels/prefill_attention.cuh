@@ -14,6 +14,11 @@
 
 namespace cosmos::kernels {
 
+// Which kernel runs: `automatic` takes the Hopper wgmma kernel (kernels/prefill_attention_wgmma.cu)
+// where prefill_attention_wgmma_available(), else the mma.sync kernel; the others force one (a forced
+// wgmma where it is not available launches nothing and returns 0).
+enum class PrefillAttentionKernel { automatic, mma, wgmma };
+
 struct PrefillAttentionArgs {
   const __nv_bfloat16* q = nullptr;        // [n, heads, head_dim] bf16 (roped)
   const __nv_bfloat16* k_cache = nullptr;  // [slots, kv_heads, head_dim] bf16, this layer (new tokens written)
@@ -31,6 +36,7 @@ struct PrefillAttentionArgs {
   int max_q_len = 0;   // >= every q_len[s]: sizes the grid (tiles past a sequence's q_len exit at once)
   int max_kv_len = 0;  // largest ctx_start + q_len (only for the bytes estimate; 0: max_q_len)
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+  PrefillAttentionKernel kernel = PrefillAttentionKernel::automatic;
 };
 
 inline constexpr int kPrefillAttentionTileQ = 64;   // query rows per block (16 per warp)
@@ -38,6 +44,10 @@ inline constexpr int kPrefillAttentionTileKv = 64;  // keys per shared-memory ti
 
 // True when this kernel handles the shape: head_dim 64 or 128, heads a multiple of kv_heads.
 bool prefill_attention_supports(int heads, int kv_heads, int head_dim);
+
+// True when the wgmma kernel was built (the build's CUDA architectures include 90, which adds sm_90a
+// code for it) and the current GPU is compute capability 9.0 (H100, H200).
+bool prefill_attention_wgmma_available();
 
 // Grid (heads, max_q_len / 64 rounded up, seqs), 128 threads, 48 KB static shared memory for
 // head_dim 128 (24 KB for 64). Requirements: q, k_cache, v_cache and out 16-byte aligned; sm_80 or

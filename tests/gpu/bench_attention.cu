@@ -1,11 +1,12 @@
 // Causal prefill attention (reports, never fails): launch_prefill_attention on the
 // Cosmos-Reason1-7B shape (28 query heads, 4 KV heads, head_dim 128, the engine's 16-slot cache
 // blocks, a shuffled block table), one sequence of 512, 2,048 and 4,096 new tokens on an empty cache
-// and 512 new tokens after 1,536 cached. Per shape: the median of 20 launches (after 3 warm-ups, PDL
+// and 512 new tokens after 1,536 cached, with each kernel (mma.sync; wgmma where
+// prefill_attention_wgmma_available()). Per shape: the median of 20 launches (after 3 warm-ups, PDL
 // on) in ms, the 28 layers' total, causal TFLOP/s (4 * heads * head_dim * the keys each row attends,
 // summed over the rows) and the GB/s of the launcher's bytes estimate. The last line is the summary
-// for 2,048 tokens (tests/gpu/run.sh prints it):
-//   prefill attention 2048: X.XXX ms per layer (Y TFLOP/s), Z.ZZ ms for 28 layers
+// for 2,048 tokens with the kernel the engine picks (tests/gpu/run.sh prints it):
+//   prefill attention 2048: X.XXX ms per layer (Y TFLOP/s), Z.ZZ ms for 28 layers (KERNEL)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -33,7 +34,7 @@ struct Result {
   double tflops = 0;
 };
 
-Result run_shape(int q_len, int ctx, cudaStream_t stream) {
+Result run_shape(int q_len, int ctx, cosmos::kernels::PrefillAttentionKernel kernel, cudaStream_t stream) {
   namespace k = cosmos::kernels;
   const int kv_len = ctx + q_len, blocks = (kv_len + kBlockSize - 1) / kBlockSize;
   std::vector<std::int32_t> table(blocks);  // a shuffled block table, as a long-lived cache has
@@ -75,6 +76,7 @@ Result run_shape(int q_len, int ctx, cudaStream_t stream) {
   a.max_q_len = q_len;
   a.max_kv_len = kv_len;
   a.scale = 1.0f / std::sqrt(static_cast<float>(kD));
+  a.kernel = kernel;
 
   double keys = 0;  // keys attended, summed over the rows
   for (int j = 0; j < q_len; ++j) keys += ctx + j + 1;
@@ -84,7 +86,8 @@ Result run_shape(int q_len, int ctx, cudaStream_t stream) {
   CHECK(cudaGetLastError());
   CHECK(cudaStreamSynchronize(stream));
   const Result r{ms, flops / (ms * 1e-3) / 1e12};
-  std::printf("q %4d after %4d | %7.3f ms per layer, %6.2f ms for 28 | %6.1f TFLOP/s | %6.0f GB/s (estimate)\n", q_len,
+  std::printf("%-5s q %4d after %4d | %7.3f ms per layer, %6.2f ms for 28 | %6.1f TFLOP/s | %6.0f GB/s (estimate)\n",
+              kernel == cosmos::kernels::PrefillAttentionKernel::wgmma ? "wgmma" : "mma", q_len,
               ctx, r.ms, 28 * r.ms, r.tflops, bytes / (ms * 1e-3) / 1e9);
   std::fflush(stdout);
   for (void* p : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(kc), static_cast<void*>(vc),
@@ -107,14 +110,23 @@ int main() {
   cosmos::kernels::set_pdl_enabled(true);
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  using Kernel = cosmos::kernels::PrefillAttentionKernel;
+  const bool wgmma = cosmos::kernels::prefill_attention_wgmma_available();
+  const Kernel chosen = wgmma ? Kernel::wgmma : Kernel::mma;  // what the engine runs
   Result at2048;
-  for (const auto [q_len, ctx] : {std::pair{512, 0}, std::pair{2048, 0}, std::pair{4096, 0}, std::pair{512, 1536}}) {
-    const Result r = run_shape(q_len, ctx, s);
-    if (q_len == 2048 && ctx == 0) at2048 = r;
+  for (const Kernel kernel : {Kernel::mma, Kernel::wgmma}) {
+    if (kernel == Kernel::wgmma && !wgmma) {
+      std::printf("wgmma: not available (needs compute capability 9.0 and a build for sm_90)\n");
+      continue;
+    }
+    for (const auto [q_len, ctx] : {std::pair{512, 0}, std::pair{2048, 0}, std::pair{4096, 0}, std::pair{512, 1536}}) {
+      const Result r = run_shape(q_len, ctx, kernel, s);
+      if (q_len == 2048 && ctx == 0 && kernel == chosen) at2048 = r;
+    }
   }
   CHECK(cudaStreamDestroy(s));
   cosmos::kernels::set_pdl_enabled(false);
-  std::printf("\nprefill attention 2048: %.3f ms per layer (%.0f TFLOP/s), %.2f ms for 28 layers\n", at2048.ms,
-              at2048.tflops, 28 * at2048.ms);
+  std::printf("\nprefill attention 2048: %.3f ms per layer (%.0f TFLOP/s), %.2f ms for 28 layers (%s)\n", at2048.ms,
+              at2048.tflops, 28 * at2048.ms, wgmma ? "wgmma" : "mma");
   return 0;
 }

@@ -2,7 +2,8 @@
 // values, over a paged cache with a shuffled block table. Each case launches several sequences at
 // once with different q_len and ctx_start (a prompt continuing a cached prefix), lengths on and off
 // the 64-row/64-key tile edges, head_dim 64 and 128, GQA groups 1, 2 and 7; every case with bf16 and
-// with fp16 output (PrefillAttentionArgs::out_f16).
+// with fp16 output (PrefillAttentionArgs::out_f16), and for each kernel: mma.sync, and the Hopper
+// wgmma kernel (skipped, saying why, where prefill_attention_wgmma_available() is false).
 //
 // Poison: `out` starts as NaN; the q rows between and after the sequences are NaN, and so are the
 // cache slots no sequence owns and the slots of a sequence's last block past its length, so a read
@@ -26,6 +27,8 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -56,11 +59,20 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
   return os;
 }
 
-class GpuPrefillAttention : public ::testing::TestWithParam<Case> {
+using Kernel = kernels::PrefillAttentionKernel;
+
+const char* kernel_name(Kernel k) {
+  return k == Kernel::wgmma ? "wgmma" : k == Kernel::mma ? "mma" : "automatic";
+}
+
+class GpuPrefillAttention : public ::testing::TestWithParam<std::tuple<Case, Kernel>> {
  protected:
   void SetUp() override {
     const auto q = kernels::query_gpus();
     if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
+    if (std::get<1>(GetParam()) == Kernel::wgmma && !kernels::prefill_attention_wgmma_available())
+      GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU and a build for sm_90 (this GPU: sm_"
+                   << q.gpus[0].sm_major << q.gpus[0].sm_minor << ")";
   }
   void TearDown() override { kernels::set_pdl_enabled(false); }
 };
@@ -77,7 +89,7 @@ __nv_bfloat16 bf16_bits(std::uint16_t bits) {
 
 
 TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
-  const Case c = GetParam();
+  const Case c = std::get<0>(GetParam());
   const int heads = c.heads, kv_heads = c.kv_heads, D = c.head_dim, bs = 16;
   const int seqs = static_cast<int>(c.seqs.size());
   ASSERT_TRUE(kernels::prefill_attention_supports(heads, kv_heads, D));
@@ -148,6 +160,7 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
   a.max_q_len = max_q + 70;  // more tiles than needed: the extra ones must exit without writing
   a.max_kv_len = max_kv;
   a.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  a.kernel = std::get<1>(GetParam());
 
   // Both output types (bf16, and fp16 for fp16 weights); the reference and the tolerance are the same:
   // fp16's rounding (2^-11) is finer than bf16's (2^-8).
@@ -173,6 +186,16 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
     }
     kernels::set_pdl_enabled(false);
     EXPECT_EQ(std::memcmp(out.data(), out_pdl.data(), out_bytes), 0) << "results differ with PDL on";
+    if (a.kernel == Kernel::wgmma) {  // where it is available, the automatic choice is this kernel
+      std::vector<std::uint16_t> out_auto(q.size());
+      a.kernel = Kernel::automatic;
+      ASSERT_EQ(cudaMemset(dout, 0xFF, out_bytes), cudaSuccess);
+      EXPECT_GT(kernels::launch_prefill_attention(a, nullptr), 0u);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(out_auto.data(), dout, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      a.kernel = Kernel::wgmma;
+      EXPECT_EQ(std::memcmp(out.data(), out_auto.data(), out_bytes), 0) << "the automatic choice is not the wgmma kernel";
+    }
 
     // Rows outside the sequences keep the poison.
     std::vector<char> owned(n, 0);
@@ -246,7 +269,7 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
     const double rel = std::sqrt(num / den);
     EXPECT_LT(rel, 1e-2);
     std::ostringstream info;
-    info << (f16 ? "fp16 out: " : "bf16 out: ") << "relative L2 error " << rel << ", worst error / bound " << worst;
+    info << kernel_name(a.kernel) << (f16 ? ", fp16 out: " : ", bf16 out: ") << "relative L2 error " << rel << ", worst error / bound " << worst;
     RecordProperty("accuracy", info.str());
     std::printf("[ info     ] %s\n", info.str().c_str());
   }
@@ -259,7 +282,7 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GpuPrefillAttention,
-    ::testing::Values(
+    ::testing::Combine(::testing::Values(
         // The 7B model's shape (group 7): tile-edge lengths, continued prompts, one long prompt.
         Case{28, 4, 128, {{1, 0}, {17, 5}, {63, 0}, {64, 64}, {65, 100}, {200, 37}}},
         Case{28, 4, 128, {{1030, 0}, {1, 1029}}},
@@ -269,7 +292,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{8, 4, 128, {{200, 0}, {1, 47}, {63, 1}, {130, 16}, {1001, 0}}},
         Case{4, 2, 64, {{129, 0}, {64, 63}, {2, 127}}},
         // Group 7, head_dim 64.
-        Case{14, 2, 64, {{100, 0}, {64, 15}, {1, 0}}}));
+        Case{14, 2, 64, {{100, 0}, {64, 15}, {1, 0}}}),
+    ::testing::Values(Kernel::mma, Kernel::wgmma)),
+    [](const ::testing::TestParamInfo<std::tuple<Case, Kernel>>& p) {
+      return std::to_string(p.index) + "_" + kernel_name(std::get<1>(p.param));
+    });
 
 }  // namespace
 }  // namespace cosmos

@@ -144,6 +144,8 @@ class CudaBackend final : public Backend {
   // Whether one-token steps leave the decode attention's merge to the o product (att_sums_); after
   // choose_fused_mlp().
   Status choose_att_sums();
+  // Which prefill attention kernel runs (kernels/prefill_attention.cuh); logs the choice.
+  void choose_prefill_attention();
   Status transpose_down(DevMatrix& down, void* scratch);
   void drop_graphs();
 
@@ -223,6 +225,8 @@ class CudaBackend final : public Backend {
   // multiple of 4: 16-byte aligned). Null: the attention merges its splits itself
   // (COSMOS_ATT_SUMS=0, no fused MLP, ...).
   float* att_sums_ = nullptr;
+  // COSMOS_PREFILL_WGMMA=0: the mma.sync prefill attention even where the Hopper (wgmma) one runs.
+  bool prefill_mma_only_ = false;
   std::size_t att_sums_stride_ = 0;
   std::uint64_t att_sums_bytes_ = 0;
   // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and

@@ -5,6 +5,8 @@
 //                  in place), flash prefill attention on tensor cores, bias added in rope_kv;
 //   reference math fp32 CUDA-core matmuls and the fp32 KV cache (tests against fp32 references).
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "cuda/cuda_backend_impl.h"
 #include "kernels/attention.cuh"
@@ -126,6 +128,22 @@ Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, co
   return ok_status();
 }
 
+void CudaBackend::choose_prefill_attention() {
+  const ModelConfig& c = config_;
+  prefill_mma_only_ = false;
+  if (reference_math_ || !kernels::prefill_attention_supports(c.num_heads, c.num_kv_heads, c.head_dim)) return;
+  if (!kernels::prefill_attention_wgmma_available()) {
+    spdlog::info("cuda backend: prefill attention on mma.sync (the wgmma kernel needs an sm_90 GPU and a build for it)");
+    return;
+  }
+  if (const char* env = std::getenv("COSMOS_PREFILL_WGMMA"); env && std::string_view(env) == "0") {
+    prefill_mma_only_ = true;
+    spdlog::info("cuda backend: prefill attention on mma.sync (COSMOS_PREFILL_WGMMA=0)");
+    return;
+  }
+  spdlog::info("cuda backend: prefill attention on warpgroup MMA (wgmma; COSMOS_PREFILL_WGMMA=0: mma.sync)");
+}
+
 Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffsets& o, int max_ctx,
                             const SampleMode& mode) {
   const ModelConfig& c = config_;
@@ -206,6 +224,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.head_dim = D;
       a.block_size = cache_.shape().block_size;
       a.scale = scale;
+      a.kernel = prefill_mma_only_ ? kernels::PrefillAttentionKernel::mma : kernels::PrefillAttentionKernel::automatic;
       kernels::launch_prefill_attention(a, stream_);
     } else {
       kernels::AttentionArgs a;

@@ -455,6 +455,7 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     }
   }
   TRY(choose_att_sums());
+  choose_prefill_attention();
   cached_.clear();
   placed_.clear();
   if (progress_ && !progress_(1.0)) return load_cancelled_error();

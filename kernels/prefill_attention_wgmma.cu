@@ -1,0 +1,264 @@
+#include "kernels/prefill_attention_wgmma.cuh"
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/mma_bf16.cuh"
+#include "kernels/pdl.cuh"
+#include "kernels/wgmma.cuh"
+
+namespace cosmos::kernels {
+namespace {
+
+using namespace mma;
+
+// Block: one warpgroup (4 warps), 64 query rows of one (sequence, query head); warp w owns rows
+// 16w .. 16w + 15 of both accumulators. Shared memory (48 KB static for D = 128, 1024-aligned): the Q
+// tile, one K tile and one V tile, each [64 rows][D] bf16 in the 128-byte-swizzled layout of
+// kernels/wgmma.cuh. S = Q K^T is 64 x 64 (m64n64k16, both operands from shared memory, K-major);
+// O += P V is 64 x D (m64nDk16 with P from registers and V read MN-major: a key's D values are
+// contiguous). Against the mma.sync kernel, each K/V fragment is read once per warpgroup instead of
+// once per warp.
+//
+// Pipeline (as in the mma.sync kernel): the V tile's copy runs under S and the softmax, the next K
+// tile's copy under O += P V. The copies are cp.async (generic proxy) and wgmma reads through the
+// async proxy, so every writer fences (fence.proxy.async) before the barrier that publishes a tile.
+constexpr int kThreads = 128;
+constexpr int kBM = kPrefillAttentionTileQ;
+constexpr int kBN = kPrefillAttentionTileKv;
+static_assert(kBM == 64 && kBN == 64, "one m64 warpgroup tile of queries; S is m64n64");
+
+template <int D, bool kF16>
+__global__ void __launch_bounds__(kThreads) prefill_attention_wgmma_kernel(PrefillAttentionArgs a) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kChunks = D / 8;                             // 16-byte chunks per row
+  constexpr int kTileBytes = kBN * D * 2;                    // one Q, K or V tile
+  constexpr int kBlockBytes = kBN * 128;                     // one 64-column block of a tile
+  constexpr int kRowsPerThread = kBN * kChunks / kThreads;  // tile rows each thread copies
+  constexpr int kCopyRowStep = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && kRowsPerThread * kThreads == kBN * kChunks, "whole rows per pass");
+  __shared__ __align__(1024) unsigned char smem[3 * kTileBytes];
+  const unsigned sK = smem_u32(smem), sV = sK + kTileBytes, sQ = sV + kTileBytes;
+
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const int head = blockIdx.x, seq = blockIdx.z;
+  const int r0 = (gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest (last) query tiles are scheduled first
+  const int q_len = a.q_len[seq];
+  if (r0 >= q_len) return;
+  const int q_start = a.q_start[seq], ctx = a.ctx_start[seq];
+  const int rows = min(kBM, q_len - r0);
+  const int kv_end = ctx + r0 + rows;  // keys 0 .. kv_end - 1 are visible to some row of this tile
+  const int n_kt = (kv_end + kBN - 1) / kBN;
+  const int kvh = head / (a.heads / a.kv_heads);
+  const std::int32_t* table = a.block_tables + a.table_offset[seq];
+  const int bs = a.block_size;
+  const int bs_shift = __popc(bs) == 1 ? __ffs(bs) - 1 : -1;
+  const std::size_t kv_stride = static_cast<std::size_t>(a.kv_heads) * D;  // elements per cache slot
+  const __nv_bfloat16* k_head = a.k_cache + static_cast<std::size_t>(kvh) * D;
+  const __nv_bfloat16* v_head = a.v_cache + static_cast<std::size_t>(kvh) * D;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int copy_row = tid / kChunks, copy_chunk = tid % kChunks;  // this thread copies rows copy_row + i * step
+
+  // Q tile (rows past q_len are zero).
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int r = copy_row + i * kCopyRowStep;
+    const bool valid = r < rows;
+    const __nv_bfloat16* src =
+        a.q + (static_cast<std::size_t>(q_start + r0 + (valid ? r : 0)) * a.heads + head) * D + copy_chunk * 8;
+    cp_async_16(sQ + wgmma::sw128_offset<kBM>(r, copy_chunk), src, valid);
+  }
+  cp_async_commit();
+
+  // Cache slots of this thread's rows of key tile kt (-1 past kv_end); reused for its V tile.
+  int slot[kRowsPerThread];
+  auto find_slots = [&](int kt) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int key = kt * kBN + copy_row + i * kCopyRowStep;
+      int s = -1;
+      if (key < kv_end) {
+        const int blk = bs_shift >= 0 ? key >> bs_shift : key / bs;
+        const int off = bs_shift >= 0 ? key & (bs - 1) : key % bs;
+        s = __ldg(table + blk) * bs + off;
+      }
+      slot[i] = s;
+    }
+  };
+  auto load_tile = [&](unsigned dst, const __nv_bfloat16* base) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int r = copy_row + i * kCopyRowStep;
+      const bool valid = slot[i] >= 0;
+      const __nv_bfloat16* src = base + (valid ? static_cast<std::size_t>(slot[i]) * kv_stride : 0) + copy_chunk * 8;
+      cp_async_16(dst + wgmma::sw128_offset<kBN>(r, copy_chunk), src, valid);
+    }
+  };
+
+  find_slots(0);
+  load_tile(sK, k_head);
+  cp_async_commit();
+
+  const int g = lane >> 2, t = lane & 3;
+  const int lim0 = ctx + r0 + warp * 16 + g;  // last key visible to row g of this warp's slab (row g + 8: lim0 + 8)
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+  float o[D / 2];  // 64 x D accumulator: o[4 dt + e] is column 8 dt + 2t + (e & 1), row g (+8 for e >= 2)
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores of rows g, g + 8
+  float l[2] = {0.0f, 0.0f};            // running sum of this lane's probabilities (quad-reduced at the end)
+
+  for (int kt = 0; kt < n_kt; ++kt) {
+    cp_async_wait<0>();  // K tile kt (and, first, the Q tile) has landed
+    wgmma::fence_proxy_async();
+    __syncthreads();  // ... for every thread; and everyone is done reading V tile kt - 1
+    load_tile(sV, v_head);
+    cp_async_commit();
+
+    // S = Q K^T: 64 rows x 64 keys; k step ks reads dims 16 ks .. 16 ks + 15 of both tiles.
+    float s[kBN / 2];  // s[4 nt + e]: key 8 nt + 2t + (e & 1), row g (+8 for e >= 2)
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) s[i] = 0.0f;
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const unsigned koff = (ks >> 2) * kBlockBytes + (ks & 3) * 32;
+      wgmma::wgmma_m64n64k16_ss(s, wgmma::desc_sw128(sQ + koff, 16, 1024), wgmma::desc_sw128(sK + koff, 16, 1024),
+                                1);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(s);
+
+    // Causal mask, only on tiles that reach past the first row's limit.
+    const int k0 = kt * kBN;
+    if (k0 + kBN - 1 > ctx + r0) {
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + nt * 8 + 2 * t + (e & 1);
+          if (key > lim0 + (e >= 2 ? 8 : 0)) s[4 * nt + e] = -INFINITY;
+        }
+      }
+    }
+
+    // Online softmax (base 2): p = 2^(s * scale_log2 - m * scale_log2).
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[4 * nt], s[4 * nt + 1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+    }
+    float msc[2], corr[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      msc[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale_log2;  // a row with no visible key yet keeps p = 0
+      corr[i] = fast_exp2(m[i] * scale_log2 - msc[i]);          // m = -inf (first tile): 0
+      m[i] = mx[i];
+      l[i] *= corr[i];
+    }
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      o[4 * dt] *= corr[0];
+      o[4 * dt + 1] *= corr[0];
+      o[4 * dt + 2] *= corr[1];
+      o[4 * dt + 3] *= corr[1];
+    }
+    // P as bf16 A fragments: key chunk kk (16 keys) = score tiles 2kk (a[0], a[1]) and 2kk + 1 (a[2], a[3]).
+    unsigned p[kBN / 16][4];
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+      const float p0 = fast_exp2(fmaf(s[4 * nt], scale_log2, -msc[0]));
+      const float p1 = fast_exp2(fmaf(s[4 * nt + 1], scale_log2, -msc[0]));
+      const float p2 = fast_exp2(fmaf(s[4 * nt + 2], scale_log2, -msc[1]));
+      const float p3 = fast_exp2(fmaf(s[4 * nt + 3], scale_log2, -msc[1]));
+      l[0] += p0 + p1;
+      l[1] += p2 + p3;
+      p[nt / 2][(nt % 2) * 2] = pack_bf16(p0, p1);
+      p[nt / 2][(nt % 2) * 2 + 1] = pack_bf16(p2, p3);
+    }
+
+    cp_async_wait<0>();  // V tile kt has landed
+    wgmma::fence_proxy_async();
+    __syncthreads();  // ... for every thread; and the S product (which read K tile kt) is complete
+    if (kt + 1 < n_kt) {
+      find_slots(kt + 1);
+      load_tile(sK, k_head);
+      cp_async_commit();
+    }
+
+    // O += P V: k step kk reads keys 16 kk .. 16 kk + 15 of the V tile (two groups of 8 rows, 1024
+    // bytes apart); the D columns are column blocks of 64, kBlockBytes apart.
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const std::uint64_t dv = wgmma::desc_sw128(sV + kk * 16 * 128, kBlockBytes, 1024);
+      if constexpr (D == 128) {
+        wgmma::wgmma_m64n128k16_rs_tb(o, p[kk], dv);
+      } else {
+        wgmma::wgmma_m64n64k16_rs_tb(o, p[kk], dv);
+      }
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+  }
+
+  // Normalize, stage the output tile in the Q buffer, then 16-byte coalesced stores.
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    inv[i] = 1.0f / l[i];  // > 0: key 0 is visible to every row
+  }
+  __syncthreads();  // every product is complete (waited), no copies are in flight
+  const int orow = warp * 16 + g;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    const float v0 = o[4 * dt] * inv[0], v1 = o[4 * dt + 1] * inv[0];
+    const float v2 = o[4 * dt + 2] * inv[1], v3 = o[4 * dt + 3] * inv[1];
+    const unsigned lo = kF16 ? pack_f16(v0, v1) : pack_bf16(v0, v1);
+    const unsigned hi = kF16 ? pack_f16(v2, v3) : pack_bf16(v2, v3);
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sQ + wgmma::sw128_offset<kBM>(orow, dt) + t * 4), "r"(lo)
+                 : "memory");
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sQ + wgmma::sw128_offset<kBM>(orow + 8, dt) + t * 4), "r"(hi)
+                 : "memory");
+  }
+  __syncthreads();
+  const unsigned char* staged = smem + 2 * kTileBytes;
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int r = copy_row + i * kCopyRowStep;
+    if (r < rows) {
+      const uint4 v = *reinterpret_cast<const uint4*>(staged + wgmma::sw128_offset<kBM>(r, copy_chunk));
+      std::uint16_t* out = static_cast<std::uint16_t*>(a.out);  // bf16 or fp16 bits
+      *reinterpret_cast<uint4*>(out + (static_cast<std::size_t>(q_start + r0 + r) * a.heads + head) * D +
+                                copy_chunk * 8) = v;
+    }
+  }
+#else
+  (void)a;  // built only for sm_90a; never launched on anything else
+#endif
+}
+
+}  // namespace
+
+void launch_prefill_attention_wgmma(const PrefillAttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(a.heads, (a.max_q_len + kBM - 1) / kBM, a.seqs);
+  if (a.head_dim == 128) {
+    launch_pdl(a.out_f16 ? prefill_attention_wgmma_kernel<128, true> : prefill_attention_wgmma_kernel<128, false>,
+               grid, dim3(kThreads), 0, stream, a);
+  } else {
+    launch_pdl(a.out_f16 ? prefill_attention_wgmma_kernel<64, true> : prefill_attention_wgmma_kernel<64, false>, grid,
+               dim3(kThreads), 0, stream, a);
+  }
+}
+
+}  // namespace cosmos::kernels
