@@ -4,6 +4,9 @@
 // online softmax in fp32, K/V tiles gathered through the block table into shared memory with
 // cp.async. No score matrix is materialized, nothing is allocated, the launch is graph-capturable.
 // Token j (0-based, among the sequence's new tokens) attends cache indices 0 .. ctx_start + j.
+// On compute capability 9.0 (H100, H200) a Hopper variant with the same arguments and results runs
+// instead: 128 query rows per block of two warpgroups, both products on warpgroup MMA (wgmma),
+// kernels/prefill_attention_wgmma.cu.
 #pragma once
 
 #include <cstddef>
@@ -49,8 +52,9 @@ bool prefill_attention_supports(int heads, int kv_heads, int head_dim);
 // code for it) and the current GPU is compute capability 9.0 (H100, H200).
 bool prefill_attention_wgmma_available();
 
-// Grid (heads, max_q_len / 64 rounded up, seqs), 128 threads, 48 KB static shared memory for
-// head_dim 128 (24 KB for 64). Requirements: q, k_cache, v_cache and out 16-byte aligned; sm_80 or
+// The mma.sync kernel: grid (heads, max_q_len / 64 rounded up, seqs), 128 threads, 48 KB static
+// shared memory for head_dim 128 (24 KB for 64); the wgmma kernel: see
+// kernels/prefill_attention_wgmma.cuh. Requirements: q, k_cache, v_cache and out 16-byte aligned; sm_80 or
 // newer; block_size > 0 (a power of two is faster); seqs <= 65535. An unsupported shape launches
 // nothing and returns 0. Launched with launch_pdl (kernels/pdl.cuh). Returns bytes moved: q + out
 // once, plus K and V of max_kv_len keys per (sequence, KV head) once (the repeated reads of a tile by

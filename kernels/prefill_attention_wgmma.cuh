@@ -11,8 +11,8 @@
 namespace cosmos::kernels {
 
 // Launches the wgmma kernel (head_dim 64 or 128; the caller checked the shape and that the current GPU
-// is sm_90). Grid (heads, max_q_len / 64 rounded up, seqs), 128 threads (one warpgroup), 48 KB static
-// shared memory for head_dim 128.
+// is sm_90). Grid (heads, max_q_len / 128 rounded up, seqs), 256 threads (two warpgroups of 64 query
+// rows each), 65 KB of dynamic shared memory for head_dim 128 (33 KB for 64).
 void launch_prefill_attention_wgmma(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace cosmos::kernels
