@@ -4,6 +4,7 @@
 
 #include "kernels/mma_bf16.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/prefill_attention_tile.cuh"
 #if COSMOS_HAVE_SM90A
 #include "kernels/prefill_attention_wgmma.cuh"
 #endif
@@ -30,78 +31,35 @@ constexpr int kBN = kPrefillAttentionTileKv;
 static_assert(kBM == 16 * kWarps, "one m16 row slab per warp");
 static_assert(kBN % 16 == 0, "key tiles are whole k16 steps");
 
+// The [rows][D] tiles' layout (kernels/mma_bf16.cuh, tile_offset).
+template <int D>
+struct Layout {
+  __device__ unsigned operator()(int r, int c) const { return tile_offset<D>(r, c); }
+};
+
 // kF16: the output in fp16 instead of bf16 (only the final packing differs).
 template <int D, bool kF16>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAttentionArgs a) {
-  constexpr int kChunks = D / 8;                             // 16-byte chunks per row
-  constexpr int kTileBytes = kBN * D * 2;                    // one K or V tile (= the Q tile)
-  constexpr int kRowsPerThread = kBN * kChunks / kThreads;  // tile rows each thread copies
+  constexpr int kTileBytes = kBN * D * 2;  // one K or V tile (= the Q tile)
   static_assert(kBM == kBN, "the Q, K, V and output tiles share one shape");
-  static_assert(kThreads % kChunks == 0 && kRowsPerThread * kThreads == kBN * kChunks, "whole rows per pass");
   __shared__ __align__(128) unsigned char smem[3 * kTileBytes];
   const unsigned sK = smem_u32(smem), sV = sK + kTileBytes, sQ = sV + kTileBytes;
+  const Layout<D> layout;
 
   pdl_wait();
   pdl_launch_dependents();
 
-  const int head = blockIdx.x, seq = blockIdx.z;
-  const int r0 = (gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest (last) query tiles are scheduled first
-  const int q_len = a.q_len[seq];
-  if (r0 >= q_len) return;
-  const int q_start = a.q_start[seq], ctx = a.ctx_start[seq];
-  const int rows = min(kBM, q_len - r0);
-  const int kv_end = ctx + r0 + rows;  // keys 0 .. kv_end - 1 are visible to some row of this tile
-  const int n_kt = (kv_end + kBN - 1) / kBN;
-  const int kvh = head / (a.heads / a.kv_heads);
-  const std::int32_t* table = a.block_tables + a.table_offset[seq];
-  const int bs = a.block_size;
-  const int bs_shift = __popc(bs) == 1 ? __ffs(bs) - 1 : -1;
-  const std::size_t kv_stride = static_cast<std::size_t>(a.kv_heads) * D;  // elements per cache slot
-  const __nv_bfloat16* k_head = a.k_cache + static_cast<std::size_t>(kvh) * D;
-  const __nv_bfloat16* v_head = a.v_cache + static_cast<std::size_t>(kvh) * D;
-
+  prefill::Tile<D, kThreads> tile;
+  if (!tile.init(a, kBM)) return;
+  const int ctx = tile.ctx, r0 = tile.r0;
+  const int n_kt = (tile.kv_end + kBN - 1) / kBN;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int copy_row = tid / kChunks, copy_chunk = tid % kChunks;  // this thread copies rows copy_row + i * step
-  constexpr int kCopyRowStep = kThreads / kChunks;
 
-  // Q tile (rows past q_len are zero).
-#pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i) {
-    const int r = copy_row + i * kCopyRowStep;
-    const bool valid = r < rows;
-    const __nv_bfloat16* src =
-        a.q + (static_cast<std::size_t>(q_start + r0 + (valid ? r : 0)) * a.heads + head) * D + copy_chunk * 8;
-    cp_async_16(sQ + tile_offset<D>(r, copy_chunk), src, valid);
-  }
+  tile.template load_q<kBM>(a, sQ, tid, layout);
   cp_async_commit();
-
-  // Cache slots of this thread's rows of key tile kt (-1 past kv_end); reused for its V tile.
-  int slot[kRowsPerThread];
-  auto find_slots = [&](int kt) {
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int key = kt * kBN + copy_row + i * kCopyRowStep;
-      int s = -1;
-      if (key < kv_end) {
-        const int blk = bs_shift >= 0 ? key >> bs_shift : key / bs;
-        const int off = bs_shift >= 0 ? key & (bs - 1) : key % bs;
-        s = __ldg(table + blk) * bs + off;
-      }
-      slot[i] = s;
-    }
-  };
-  auto load_tile = [&](unsigned dst, const __nv_bfloat16* base) {
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int r = copy_row + i * kCopyRowStep;
-      const bool valid = slot[i] >= 0;
-      const __nv_bfloat16* src = base + (valid ? static_cast<std::size_t>(slot[i]) * kv_stride : 0) + copy_chunk * 8;
-      cp_async_16(dst + tile_offset<D>(r, copy_chunk), src, valid);
-    }
-  };
-
-  find_slots(0);
-  load_tile(sK, k_head);
+  prefill::KvRows<D, kThreads, kBN> kv;
+  kv.find(tile, 0, tid);
+  kv.load(sK, tile.k_head, tile, tid, layout);
   cp_async_commit();
 
   const int g = lane >> 2, t = lane & 3;
@@ -116,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
   for (int kt = 0; kt < n_kt; ++kt) {
     cp_async_wait<0>();  // K tile kt (and, first, the Q tile) has landed
     __syncthreads();     // ... for every thread; and everyone is done reading V tile kt - 1
-    load_tile(sV, v_head);
+    kv.load(sV, tile.v_head, tile, tid, layout);
     cp_async_commit();
 
     // S = Q K^T: 16 rows x 64 keys per warp.
@@ -193,8 +151,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
     cp_async_wait<0>();  // V tile kt has landed
     __syncthreads();     // ... for every thread; and everyone is done reading K tile kt
     if (kt + 1 < n_kt) {
-      find_slots(kt + 1);
-      load_tile(sK, k_head);
+      kv.find(tile, kt + 1, tid);
+      kv.load(sK, tile.k_head, tile, tid, layout);
       cp_async_commit();
     }
 
@@ -232,17 +190,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sQ + tile_offset<D>(orow + 8, dt) + t * 4), "r"(hi) : "memory");
   }
   __syncthreads();
-  const unsigned char* staged = smem + 2 * kTileBytes;
-#pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i) {
-    const int r = copy_row + i * kCopyRowStep;
-    if (r < rows) {
-      const uint4 v = *reinterpret_cast<const uint4*>(staged + tile_offset<D>(r, copy_chunk));
-      std::uint16_t* out = static_cast<std::uint16_t*>(a.out);  // bf16 or fp16 bits
-      *reinterpret_cast<uint4*>(out + (static_cast<std::size_t>(q_start + r0 + r) * a.heads + head) * D +
-                                copy_chunk * 8) = v;
-    }
-  }
+  tile.template store_out<kBM>(a, smem + 2 * kTileBytes, tid, layout);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "kernels/mma_bf16.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/prefill_attention_tile.cuh"
 #include "kernels/wgmma.cuh"
 
 namespace cosmos::kernels {
@@ -34,6 +35,12 @@ constexpr int kBM = kWG * kWgRows;  // query rows per block
 constexpr int kBN = kPrefillAttentionTileKv;
 static_assert(kBN == 64, "S is m64n64 per warpgroup");
 
+// The 128-byte-swizzled layout of a tile of kRows rows (kernels/wgmma.cuh).
+template <int kRows>
+struct Sw128 {
+  __device__ unsigned operator()(int r, int c) const { return wgmma::sw128_offset<kRows>(r, c); }
+};
+
 template <int D>
 constexpr int smem_bytes() {  // K, V tiles [64][D], the Q tile [128][D], 1024 of alignment slack
   return 2 * kBN * D * 2 + kBM * D * 2 + 1024;
@@ -42,81 +49,34 @@ constexpr int smem_bytes() {  // K, V tiles [64][D], the Q tile [128][D], 1024 o
 template <int D, bool kF16>
 __global__ void __launch_bounds__(kThreads, 2) prefill_attention_wgmma_kernel(PrefillAttentionArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kChunks = D / 8;                             // 16-byte chunks per row
-  constexpr int kTileBytes = kBN * D * 2;                    // one K or V tile
-  constexpr int kBlockBytes = kBN * 128;                     // one 64-column block of a K or V tile
-  constexpr int kQBlockBytes = kBM * 128;                    // ... of the Q tile
-  constexpr int kRowsPerThread = kBN * kChunks / kThreads;  // K/V tile rows each thread copies
-  constexpr int kCopyRowStep = kThreads / kChunks;
-  static_assert(kThreads % kChunks == 0 && kRowsPerThread * kThreads == kBN * kChunks, "whole rows per pass");
+  constexpr int kTileBytes = kBN * D * 2;   // one K or V tile
+  constexpr int kBlockBytes = kBN * 128;    // one 64-column block of a K or V tile
+  constexpr int kQBlockBytes = kBM * 128;   // ... of the Q tile
   extern __shared__ unsigned char smem_raw[];
   const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024
   const unsigned sK = base, sV = sK + kTileBytes, sQ = sV + kTileBytes;
+  const Sw128<kBM> q_layout;
+  const Sw128<kBN> kv_layout;
 
   pdl_wait();
   pdl_launch_dependents();
 
-  const int head = blockIdx.x, seq = blockIdx.z;
-  const int r0 = (gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest (last) query tiles are scheduled first
-  const int q_len = a.q_len[seq];
-  if (r0 >= q_len) return;
-  const int q_start = a.q_start[seq], ctx = a.ctx_start[seq];
-  const int rows = min(kBM, q_len - r0);
-  const int kv_end = ctx + r0 + rows;  // keys 0 .. kv_end - 1 are visible to some row of this tile
-  const int n_kt = (kv_end + kBN - 1) / kBN;
-  const int kvh = head / (a.heads / a.kv_heads);
-  const std::int32_t* table = a.block_tables + a.table_offset[seq];
-  const int bs = a.block_size;
-  const int bs_shift = __popc(bs) == 1 ? __ffs(bs) - 1 : -1;
-  const std::size_t kv_stride = static_cast<std::size_t>(a.kv_heads) * D;  // elements per cache slot
-  const __nv_bfloat16* k_head = a.k_cache + static_cast<std::size_t>(kvh) * D;
-  const __nv_bfloat16* v_head = a.v_cache + static_cast<std::size_t>(kvh) * D;
-
+  prefill::Tile<D, kThreads> tile;
+  if (!tile.init(a, kBM)) return;
+  const int ctx = tile.ctx, r0 = tile.r0, rows = tile.rows;
+  const int n_kt = (tile.kv_end + kBN - 1) / kBN;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-  const int copy_row = tid / kChunks, copy_chunk = tid % kChunks;  // this thread copies rows copy_row + i * step
 
-  // Q tile (rows past q_len are zero).
-#pragma unroll
-  for (int i = 0; i < kBM * kChunks / kThreads; ++i) {
-    const int r = copy_row + i * kCopyRowStep;
-    const bool valid = r < rows;
-    const __nv_bfloat16* src =
-        a.q + (static_cast<std::size_t>(q_start + r0 + (valid ? r : 0)) * a.heads + head) * D + copy_chunk * 8;
-    cp_async_16(sQ + wgmma::sw128_offset<kBM>(r, copy_chunk), src, valid);
-  }
+  tile.template load_q<kBM>(a, sQ, tid, q_layout);
   cp_async_commit();
-
-  // Cache slots of this thread's rows of key tile kt (-1 past kv_end); reused for its V tile.
-  int slot[kRowsPerThread];
-  auto find_slots = [&](int kt) {
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int key = kt * kBN + copy_row + i * kCopyRowStep;
-      int s = -1;
-      if (key < kv_end) {
-        const int blk = bs_shift >= 0 ? key >> bs_shift : key / bs;
-        const int off = bs_shift >= 0 ? key & (bs - 1) : key % bs;
-        s = __ldg(table + blk) * bs + off;
-      }
-      slot[i] = s;
-    }
-  };
-  auto load_tile = [&](unsigned dst, const __nv_bfloat16* base) {
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int r = copy_row + i * kCopyRowStep;
-      const bool valid = slot[i] >= 0;
-      const __nv_bfloat16* src = base + (valid ? static_cast<std::size_t>(slot[i]) * kv_stride : 0) + copy_chunk * 8;
-      cp_async_16(dst + wgmma::sw128_offset<kBN>(r, copy_chunk), src, valid);
-    }
-  };
-
-  find_slots(0);
-  load_tile(sK, k_head);
+  prefill::KvRows<D, kThreads, kBN> kv;
+  kv.find(tile, 0, tid);
+  kv.load(sK, tile.k_head, tile, tid, kv_layout);
   cp_async_commit();
 
   const int g = lane >> 2, t = lane & 3;
-  const int lim0 = ctx + r0 + warp * 16 + g;  // warp w: rows 16w .. 16w + 15 of the block  // last key visible to row g of this warp's slab (row g + 8: lim0 + 8)
+  // Last key visible to row g of this warp's slab (row g + 8: lim0 + 8); warp w holds rows 16w .. 16w + 15.
+  const int lim0 = ctx + r0 + warp * 16 + g;
   const float scale_log2 = a.scale * 1.4426950408889634f;
   float o[D / 2];  // 64 x D accumulator: o[4 dt + e] is column 8 dt + 2t + (e & 1), row g (+8 for e >= 2)
 #pragma unroll
@@ -128,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_wgmma_kernel(Pr
     cp_async_wait<0>();  // K tile kt (and, first, the Q tile) has landed
     wgmma::fence_proxy_async();
     __syncthreads();  // ... for every thread; and everyone is done reading V tile kt - 1
-    load_tile(sV, v_head);
+    kv.load(sV, tile.v_head, tile, tid, kv_layout);
     cp_async_commit();
 
     // This warpgroup's rows see none of this tile's keys (its last row's limit is before the tile),
@@ -207,8 +167,8 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_wgmma_kernel(Pr
     wgmma::fence_proxy_async();
     __syncthreads();  // ... for every thread; and the S products (which read K tile kt) are complete
     if (kt + 1 < n_kt) {
-      find_slots(kt + 1);
-      load_tile(sK, k_head);
+      kv.find(tile, kt + 1, tid);
+      kv.load(sK, tile.k_head, tile, tid, kv_layout);
       cp_async_commit();
     }
 
@@ -253,17 +213,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_wgmma_kernel(Pr
                  : "memory");
   }
   __syncthreads();
-  const unsigned char* staged = smem_raw + (sQ - smem_u32(smem_raw));
-#pragma unroll
-  for (int i = 0; i < kBM * kChunks / kThreads; ++i) {
-    const int r = copy_row + i * kCopyRowStep;
-    if (r < rows) {
-      const uint4 v = *reinterpret_cast<const uint4*>(staged + wgmma::sw128_offset<kBM>(r, copy_chunk));
-      std::uint16_t* out = static_cast<std::uint16_t*>(a.out);  // bf16 or fp16 bits
-      *reinterpret_cast<uint4*>(out + (static_cast<std::size_t>(q_start + r0 + r) * a.heads + head) * D +
-                                copy_chunk * 8) = v;
-    }
-  }
+  tile.template store_out<kBM>(a, smem_raw + (sQ - smem_u32(smem_raw)), tid, q_layout);
 #else
   (void)a;  // built only for sm_90a; never launched on anything else
 #endif
