@@ -97,56 +97,13 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PrefillAtte
     }
 
     // Causal mask, only on tiles that reach past the first row's limit (keys >= kv_end are past every
-    // valid row's limit too; the zero rows past q_len are never stored).
+    // valid row's limit too; the zero rows past q_len are never stored). Then the online softmax.
+    auto sv = [&](int nt, int e) -> float& { return s[nt][e]; };
+    auto ov = [&](int dt, int e) -> float& { return o[dt][e]; };
     const int k0 = kt * kBN;
-    if (k0 + kBN - 1 > ctx + r0) {
-#pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = k0 + nt * 8 + 2 * t + (e & 1);
-          if (key > lim0 + (e >= 2 ? 8 : 0)) s[nt][e] = -INFINITY;
-        }
-      }
-    }
-
-    // Online softmax (base 2): p = 2^(s * scale_log2 - m * scale_log2).
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
-      mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
-    }
-    float msc[2], corr[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      msc[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale_log2;  // a row with no visible key yet keeps p = 0
-      corr[i] = fast_exp2(m[i] * scale_log2 - msc[i]);          // m = -inf (first tile): 0
-      m[i] = mx[i];
-      l[i] *= corr[i];
-    }
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      o[dt][0] *= corr[0];
-      o[dt][1] *= corr[0];
-      o[dt][2] *= corr[1];
-      o[dt][3] *= corr[1];
-    }
-    // P as bf16 A fragments: key chunk kk (16 keys) = score tiles 2kk (a[0], a[1]) and 2kk + 1 (a[2], a[3]).
+    if (k0 + kBN - 1 > ctx + r0) prefill::causal_mask<kBN>(sv, k0, lim0, t);
     unsigned p[kBN / 16][4];
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
-      const float p0 = fast_exp2(fmaf(s[nt][0], scale_log2, -msc[0]));
-      const float p1 = fast_exp2(fmaf(s[nt][1], scale_log2, -msc[0]));
-      const float p2 = fast_exp2(fmaf(s[nt][2], scale_log2, -msc[1]));
-      const float p3 = fast_exp2(fmaf(s[nt][3], scale_log2, -msc[1]));
-      l[0] += p0 + p1;
-      l[1] += p2 + p3;
-      p[nt / 2][(nt % 2) * 2] = pack_bf16(p0, p1);
-      p[nt / 2][(nt % 2) * 2 + 1] = pack_bf16(p2, p3);
-    }
+    prefill::online_softmax<kBN, D>(sv, ov, m, l, scale_log2, p);
 
     cp_async_wait<0>();  // V tile kt has landed
     __syncthreads();     // ... for every thread; and everyone is done reading K tile kt

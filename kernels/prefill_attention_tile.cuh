@@ -5,6 +5,7 @@
 // Layout functor gives the byte offset of 16-byte chunk c (elements 8c .. 8c + 7) of row r.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -121,5 +122,65 @@ struct KvRows {
     }
   }
 };
+
+// One key tile's scores for a warp's 16 rows in the mma.m16n8 C layout (lane = 4g + t; element e of
+// score tile nt is key k0 + 8 nt + 2t + (e & 1), row g, or g + 8 for e >= 2), reached through
+// s(nt, e); the output accumulator likewise through o(dt, e) for D / 8 column tiles.
+
+// Causal mask: keys past row g's last visible key `lim` (row g + 8's: lim + 8) become -inf.
+template <int kBN, class S>
+__device__ __forceinline__ void causal_mask(S s, int k0, int lim, int t) {
+#pragma unroll
+  for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = k0 + nt * 8 + 2 * t + (e & 1);
+      if (key > lim + (e >= 2 ? 8 : 0)) s(nt, e) = -INFINITY;
+    }
+  }
+}
+
+// Online softmax over the tile (base 2, p = 2^(s scale_log2 - m scale_log2)): updates the running
+// max m of the raw scores and this lane's probability sum l of rows g and g + 8, rescales o, and
+// packs P as bf16 A fragments (key chunk kk of 16 keys = score tiles 2kk in p[kk][0..1] and 2kk + 1 in
+// p[kk][2..3]).
+template <int kBN, int D, class S, class O>
+__device__ __forceinline__ void online_softmax(S s, O o, float (&m)[2], float (&l)[2], float scale_log2,
+                                               unsigned (&p)[kBN / 16][4]) {
+  float mx[2] = {m[0], m[1]};
+#pragma unroll
+  for (int nt = 0; nt < kBN / 8; ++nt) {
+    mx[0] = fmaxf(mx[0], fmaxf(s(nt, 0), s(nt, 1)));
+    mx[1] = fmaxf(mx[1], fmaxf(s(nt, 2), s(nt, 3)));
+  }
+  float msc[2], corr[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    msc[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale_log2;  // a row with no visible key yet keeps p = 0
+    corr[i] = mma::fast_exp2(m[i] * scale_log2 - msc[i]);     // m = -inf (first tile): 0
+    m[i] = mx[i];
+    l[i] *= corr[i];
+  }
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    o(dt, 0) *= corr[0];
+    o(dt, 1) *= corr[0];
+    o(dt, 2) *= corr[1];
+    o(dt, 3) *= corr[1];
+  }
+#pragma unroll
+  for (int nt = 0; nt < kBN / 8; ++nt) {
+    const float p0 = mma::fast_exp2(fmaf(s(nt, 0), scale_log2, -msc[0]));
+    const float p1 = mma::fast_exp2(fmaf(s(nt, 1), scale_log2, -msc[0]));
+    const float p2 = mma::fast_exp2(fmaf(s(nt, 2), scale_log2, -msc[1]));
+    const float p3 = mma::fast_exp2(fmaf(s(nt, 3), scale_log2, -msc[1]));
+    l[0] += p0 + p1;
+    l[1] += p2 + p3;
+    p[nt / 2][(nt % 2) * 2] = mma::pack_bf16(p0, p1);
+    p[nt / 2][(nt % 2) * 2 + 1] = mma::pack_bf16(p2, p3);
+  }
+}
 
 }  // namespace cosmos::kernels::prefill
