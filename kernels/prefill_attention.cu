@@ -174,17 +174,18 @@ std::size_t launch_prefill_attention(const PrefillAttentionArgs& a, cudaStream_t
     return 0;
   const bool wgmma = a.kernel != PrefillAttentionKernel::mma && prefill_attention_wgmma_available();
   if (a.kernel == PrefillAttentionKernel::wgmma && !wgmma) return 0;
-  const dim3 grid(a.heads, (a.max_q_len + kBM - 1) / kBM, a.seqs);
   if (wgmma) {
 #if COSMOS_HAVE_SM90A
     launch_prefill_attention_wgmma(a, stream);
 #endif
-  } else if (a.head_dim == 128) {
-    launch_pdl(a.out_f16 ? prefill_attention_kernel<128, true> : prefill_attention_kernel<128, false>, grid,
-               dim3(kThreads), 0, stream, a);
   } else {
-    launch_pdl(a.out_f16 ? prefill_attention_kernel<64, true> : prefill_attention_kernel<64, false>, grid,
-               dim3(kThreads), 0, stream, a);
+    const dim3 grid(a.heads, (a.max_q_len + kBM - 1) / kBM, a.seqs);
+    if (a.head_dim == 128)
+      launch_pdl(a.out_f16 ? prefill_attention_kernel<128, true> : prefill_attention_kernel<128, false>, grid,
+                 dim3(kThreads), 0, stream, a);
+    else
+      launch_pdl(a.out_f16 ? prefill_attention_kernel<64, true> : prefill_attention_kernel<64, false>, grid,
+                 dim3(kThreads), 0, stream, a);
   }
   const std::size_t kv_len = a.max_kv_len > 0 ? a.max_kv_len : a.max_q_len;
   return static_cast<std::size_t>(a.n) * a.heads * a.head_dim * 2 * 2 +

@@ -194,7 +194,8 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       ASSERT_EQ(cudaMemcpy(out_auto.data(), dout, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
       a.kernel = Kernel::wgmma;
-      EXPECT_EQ(std::memcmp(out.data(), out_auto.data(), out_bytes), 0) << "the automatic choice is not the wgmma kernel";
+      EXPECT_EQ(std::memcmp(out.data(), out_auto.data(), out_bytes), 0)
+          << "the automatic choice is not the wgmma kernel";
     }
 
     // Rows outside the sequences keep the poison.
@@ -269,7 +270,8 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
     const double rel = std::sqrt(num / den);
     EXPECT_LT(rel, 1e-2);
     std::ostringstream info;
-    info << kernel_name(a.kernel) << (f16 ? ", fp16 out: " : ", bf16 out: ") << "relative L2 error " << rel << ", worst error / bound " << worst;
+    info << kernel_name(a.kernel) << (f16 ? ", fp16 out: " : ", bf16 out: ") << "relative L2 error " << rel
+         << ", worst error / bound " << worst;
     RecordProperty("accuracy", info.str());
     std::printf("[ info     ] %s\n", info.str().c_str());
   }

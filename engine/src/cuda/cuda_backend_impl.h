@@ -225,10 +225,10 @@ class CudaBackend final : public Backend {
   // multiple of 4: 16-byte aligned). Null: the attention merges its splits itself
   // (COSMOS_ATT_SUMS=0, no fused MLP, ...).
   float* att_sums_ = nullptr;
-  // COSMOS_PREFILL_WGMMA=0: the mma.sync prefill attention even where the Hopper (wgmma) one runs.
-  bool prefill_mma_only_ = false;
   std::size_t att_sums_stride_ = 0;
   std::uint64_t att_sums_bytes_ = 0;
+  // COSMOS_PREFILL_WGMMA=0: the mma.sync prefill attention even where the Hopper (wgmma) one runs.
+  bool prefill_mma_only_ = false;
   // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and
   // where each checkpoint matrix went (rows [row0, row0 + rows) of m).
   std::filesystem::path quant_cache_dir_;
