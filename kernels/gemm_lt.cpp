@@ -1,7 +1,9 @@
 #include "kernels/gemm_lt.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <utility>
 
 namespace cosmos::kernels {
 namespace {
@@ -21,6 +23,13 @@ std::string set_scales(cublasLtMatmulDesc_t op, const float* w_scale, const floa
   LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
   LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale)));
   return {};
+}
+
+void destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (op) cublasLtMatmulDescDestroy(op);
 }
 
 }  // namespace
@@ -100,6 +109,131 @@ std::string GemmLt::candidates(const Key& key, Plan& p, int max_algos,
   return {};
 }
 
+namespace {
+
+struct TileDims {
+  std::uint32_t id;
+  int m, n;
+};
+// Every cublasLtMatmulTile_t of this toolkit (generated from cublasLt.h by kernels/CMakeLists.txt).
+constexpr TileDims kTiles[] = {
+#include "gemm_lt_tiles.inc"
+    {CUBLASLT_MATMUL_TILE_UNDEFINED, 0, 0}};
+
+}  // namespace
+
+// Wave-fill candidates: of the heuristic algorithm's tiles that cuBLASLt accepts for this product,
+// the kWaveTiles that waste the least of the GPU: useful outputs rows x n over what the blocks'
+// waves occupy, ceil(waves) x blocks per wave x tile area (blocks per wave from cuBLASLt's
+// wavesCount). Tiles smaller than 128 x 128 in outputs per operand element (m n / (m + n) < 64) or
+// above 192 x 192 in area are left out: they lose on data reuse or registers. Each is tried with the
+// cluster shapes and custom options that won on the H200 (docs/PERFORMANCE.md session 17).
+void GemmLt::wave_candidates(const Key& key, Plan& p, const cublasLtMatmulAlgo_t& base,
+                             std::vector<cublasLtMatmulAlgo_t>& out) {
+  const int n = std::get<0>(key), rows = std::get<1>(key);
+  std::vector<std::uint32_t> tiles(CUBLASLT_MATMUL_TILE_END);
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), tiles.size() * sizeof(tiles[0]),
+                                        &written) != CUBLAS_STATUS_SUCCESS)
+    return;
+  tiles.resize(written / sizeof(tiles[0]));
+  std::uint32_t custom_max = 0;
+  cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max, sizeof(custom_max),
+                                    &written);
+  auto configure = [&](std::uint32_t tile, std::uint16_t cluster, std::uint32_t custom, cublasLtMatmulAlgo_t& a,
+                       float& waves) {
+    a = base;
+    cublasLtMatmulHeuristicResult_t r{};
+    if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &a, &r) != CUBLAS_STATUS_SUCCESS ||
+        r.workspaceSize > workspace_bytes_ || !(r.wavesCount > 0.0f))
+      return false;
+    waves = r.wavesCount;
+    return true;
+  };
+  struct Fill {
+    double use;  // useful share of the occupied waves
+    std::uint32_t tile;
+    std::uint16_t cluster;  // 1x1x1, or AUTO where clusters are refused (before Hopper)
+  };
+  std::vector<Fill> fill;
+  for (const std::uint32_t tile : tiles) {
+    const auto dims = std::find_if(std::begin(kTiles), std::end(kTiles), [&](const TileDims& t) { return t.id == tile; });
+    if (dims == std::end(kTiles) || dims->m == 0) continue;
+    const double tm = dims->m, tn = dims->n;
+    if (tm * tn / (tm + tn) < 64.0 || tm * tn > 192.0 * 192.0) continue;
+    cublasLtMatmulAlgo_t a;
+    float waves = 0;
+    std::uint16_t cluster = CUBLASLT_CLUSTER_SHAPE_1x1x1;
+    if (!configure(tile, cluster, 0, a, waves)) {
+      cluster = CUBLASLT_CLUSTER_SHAPE_AUTO;
+      if (!configure(tile, cluster, 0, a, waves)) continue;
+    }
+    const double blocks = std::ceil(rows / tm) * std::ceil(n / tn);
+    const double occupied = std::ceil(static_cast<double>(waves) - 1e-3) * (blocks / waves) * tm * tn;
+    fill.push_back({static_cast<double>(rows) * n / occupied, tile, cluster});
+  }
+  std::stable_sort(fill.begin(), fill.end(), [](const Fill& x, const Fill& y) { return x.use > y.use; });
+  if (fill.size() > static_cast<std::size_t>(kWaveTiles)) fill.resize(kWaveTiles);
+  const std::uint32_t customs[] = {0, 4, 6};
+  for (const Fill& f : fill) {
+    const std::uint16_t clusters[] = {f.cluster, CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
+    for (std::size_t c = 0; c < (f.cluster == CUBLASLT_CLUSTER_SHAPE_AUTO ? 1u : 3u); ++c)
+      for (const std::uint32_t custom : customs) {
+        cublasLtMatmulAlgo_t a;
+        float waves = 0;
+        if (custom <= custom_max && configure(f.tile, clusters[c], custom, a, waves)) out.push_back(a);
+      }
+  }
+}
+
+std::string GemmLt::tuning_candidates(const Key& key, Plan& p, int max_algos, std::vector<cublasLtMatmulAlgo_t>& out) {
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  if (std::string err = candidates(key, p, max_algos, found); !err.empty()) return err;
+  for (const auto& f : found) out.push_back(f.algo);
+  if (wave_fill_) wave_candidates(key, p, found[0].algo, out);
+  return {};
+}
+
+std::string GemmLt::run_candidate(int index, const void* w, const void* x, void* y, int n, int rows, int cols,
+                                  bool accumulate, ElemType type, cudaStream_t stream, ElemType out_type) {
+  if (!handle_) return "cuBLASLt is not initialized";
+  const Key key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type), false};
+  Plan p;
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  std::string err = describe(key, p);
+  if (err.empty()) err = tuning_candidates(key, p, kTuneCandidates, algos);
+  if (err.empty() && (index < 0 || static_cast<std::size_t>(index) >= algos.size()))
+    err = "no tuning candidate " + std::to_string(index) + " (" + std::to_string(algos.size()) + ")";
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  if (err.empty()) {
+    const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
+                                             &algos[static_cast<std::size_t>(index)], workspace_, workspace_bytes_, stream);
+    if (st != CUBLAS_STATUS_SUCCESS) err = status_text("cublasLtMatmul", st);
+  }
+  destroy(p.op, p.a, p.b, p.c);
+  return err;
+}
+
+int GemmLt::tuning_candidate_count(int n, int rows, int cols, bool accumulate, ElemType type, ElemType out_type,
+                                   int* wave_fill) {
+  if (!handle_) return 0;
+  const Key key{n, rows, cols, accumulate, static_cast<int>(type), static_cast<int>(out_type), false};
+  Plan p;
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  if (describe(key, p).empty() && candidates(key, p, kTuneCandidates, found).empty() && wave_fill_)
+    wave_candidates(key, p, found[0].algo, algos);
+  destroy(p.op, p.a, p.b, p.c);
+  if (wave_fill) *wave_fill = static_cast<int>(algos.size());
+  return static_cast<int>(found.size() + algos.size());
+}
+
 GemmLt::Key GemmLt::bucket_of(const Key& key) {
   Key b = key;
   int n = 1;
@@ -126,17 +260,6 @@ std::string GemmLt::plan(const Key& key, Plan& p) {
   return {};
 }
 
-namespace {
-
-void destroy(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
-  if (a) cublasLtMatrixLayoutDestroy(a);
-  if (b) cublasLtMatrixLayoutDestroy(b);
-  if (c) cublasLtMatrixLayoutDestroy(c);
-  if (op) cublasLtMatmulDescDestroy(op);
-}
-
-}  // namespace
-
 std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, int rows, int cols, bool accumulate,
                                            ElemType type, ElemType out_type, cudaStream_t stream, int max_algos,
                                            int reps, std::string& error, const float* w_scale, const float* x_scale,
@@ -146,7 +269,7 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
   const int type_key = w_scale ? kFp8 : static_cast<int>(type);
   const Key key{n, rows, cols, accumulate, type_key, static_cast<int>(out_type), w_transposed && !w_scale};
   Plan p;
-  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  std::vector<cublasLtMatmulAlgo_t> algos;
   void* scratch = nullptr;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   auto cleanup = [&] {
@@ -156,7 +279,7 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
     if (e1) cudaEventDestroy(e1);
   };
   if ((error = describe(key, p)).empty() && w_scale) error = set_scales(p.op, w_scale, x_scale);
-  if (error.empty()) error = candidates(key, p, max_algos, found);
+  if (error.empty()) error = tuning_candidates(key, p, max_algos, algos);
   const std::size_t out_bytes = static_cast<std::size_t>(rows) * n * elem_size(out_type);
   if (error.empty() && cudaMalloc(&scratch, out_bytes) != cudaSuccess) {
     cudaGetLastError();
@@ -166,19 +289,17 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
   if (error.empty() && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess))
     error = "cudaEventCreate failed";
   const float alpha = 1.0f, beta = 0.0f;
-  for (std::size_t i = 0; error.empty() && i < found.size(); ++i) {
+  // Median of `runs` timed runs after a warm-up; 1e30 when the algorithm cannot run here.
+  auto time_one = [&](const cublasLtMatmulAlgo_t& algo, int runs) {
     std::vector<float> t;
-    for (int r = 0; r <= reps && error.empty(); ++r) {  // r == 0: warm-up
+    for (int r = 0; r <= runs && error.empty(); ++r) {  // r == 0: warm-up
       if (cudaEventRecord(e0, stream) != cudaSuccess) {
         error = std::string("cudaEventRecord: ") + cudaGetErrorString(cudaGetLastError());
         break;
       }
       const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, scratch, p.c, scratch,
-                                               p.c, &found[i].algo, workspace_, workspace_bytes_, stream);
-      if (st != CUBLAS_STATUS_SUCCESS) {
-        t.assign(1, 1e30f);  // this candidate cannot run here: never picked
-        break;
-      }
+                                               p.c, &algo, workspace_, workspace_bytes_, stream);
+      if (st != CUBLAS_STATUS_SUCCESS) return 1e30f;  // never picked
       float ms = 0.0f;
       cudaError_t ce = cudaEventRecord(e1, stream);
       if (ce == cudaSuccess) ce = cudaEventSynchronize(e1);
@@ -189,17 +310,29 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
       }
       if (r > 0) t.push_back(ms);
     }
+    if (t.empty()) return 1e30f;
     std::sort(t.begin(), t.end());
-    if (error.empty()) times.push_back(t[t.size() / 2]);
-  }
-  if (error.empty() && times.empty()) error = "no GEMM candidate ran";
-  // Remember the winner for the bucket (used by run() for later plans).
+    return t[t.size() / 2];
+  };
+  for (std::size_t i = 0; error.empty() && i < algos.size(); ++i) times.push_back(time_one(algos[i], reps));
+  if (error.empty() && (times.empty() || *std::min_element(times.begin(), times.end()) >= 1e30f))
+    error = "no GEMM candidate ran";
+  // Single runs vary by a few percent: the three fastest again, with more runs, pick the winner for
+  // the bucket (used by run() for later plans).
   if (error.empty()) {
-    const std::size_t best = static_cast<std::size_t>(std::min_element(times.begin(), times.end()) - times.begin());
-    tuned_[bucket_of(key)] = found[best].algo;
-  } else {
-    times.clear();
+    std::vector<std::size_t> order(times.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const std::size_t top = std::min<std::size_t>(3, order.size());
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                      [&](std::size_t a, std::size_t b) { return times[a] < times[b]; });
+    std::size_t best = order[0];
+    for (std::size_t i = 0; i < top && error.empty(); ++i) {
+      times[order[i]] = time_one(algos[order[i]], 2 * reps + 1);
+      if (times[order[i]] < times[best]) best = order[i];
+    }
+    if (error.empty()) tuned_[bucket_of(key)] = algos[best];
   }
+  if (!error.empty()) times.clear();
   cleanup();
   return times;
 }

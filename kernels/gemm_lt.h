@@ -11,7 +11,12 @@
 // the first product with n >= kTuneMinTokens of each (rows, cols, types) and power-of-two bucket of
 // n times cuBLASLt's candidate algorithms on its real inputs (writing a scratch output, never y)
 // and keeps the fastest for the bucket; other sizes in the bucket reuse it when cuBLASLt accepts it
-// for their shape. This costs a few hundred milliseconds once per bucket.
+// for their shape. The candidates are the heuristic's first kTuneCandidates plus "wave-fill"
+// configurations: the heuristic's algorithm with the kWaveTiles tiles whose blocks waste the least
+// of their waves (the heuristic does not offer them: for the 7B down product at 2,048 tokens a
+// 224 x 128 tile, 256 blocks = 1.94 waves on 132 SMs, ran 7% faster than its picks;
+// docs/PERFORMANCE.md session 17). The fastest few are timed again before one is kept. This costs a few hundred
+// milliseconds once per bucket.
 #pragma once
 
 #include <cstddef>
@@ -54,19 +59,30 @@ class GemmLt {
   // empty, or the reason it has none (callers then keep the bf16 path and say why).
   std::string probe_fp8(int n, int rows, int cols, bool accumulate, ElemType out_type = ElemType::f32);
 
-  // Times up to max_algos of cuBLASLt's candidate algorithms for this product on these inputs
-  // (output to a scratch allocation, y is not touched), median of `reps` runs each, in ms; entry 0
-  // is the heuristic's first choice. Empty with `error` set on failure. For benchmarks and tuning.
+  // Times up to max_algos of cuBLASLt's candidate algorithms for this product on these inputs, then
+  // the wave-fill configurations (see the top), output to a scratch allocation (y is not touched),
+  // median of `reps` runs each, in ms; entry 0 is the heuristic's first choice. The three fastest
+  // are timed again with 2 x reps + 1 runs, and the fastest of those is kept for the bucket. Empty
+  // with `error` set on failure. For benchmarks and tuning.
   // With w_scale and x_scale it times the fp8 product of run_fp8 (w and x E4M3; `type` unused).
   std::vector<float> time_candidates(const void* w, const void* x, int n, int rows, int cols, bool accumulate,
                                      ElemType type, ElemType out_type, cudaStream_t stream, int max_algos, int reps,
                                      std::string& error, const float* w_scale = nullptr,
                                      const float* x_scale = nullptr, bool w_transposed = false);
+  // The tuner's candidates for a bf16/fp16 product (heuristic first, then wave-fill): how many
+  // (and, in *wave_fill, how many of them are wave-fill configurations), and one of them run into y
+  // as run() would (tests check that every configuration the tuner may keep computes the product).
+  int tuning_candidate_count(int n, int rows, int cols, bool accumulate, ElemType type, ElemType out_type,
+                             int* wave_fill = nullptr);
+  std::string run_candidate(int index, const void* w, const void* x, void* y, int n, int rows, int cols,
+                            bool accumulate, ElemType type, cudaStream_t stream, ElemType out_type = ElemType::f32);
   void set_autotune(bool on) { autotune_ = on; }
+  void set_wave_fill(bool on) { wave_fill_ = on; }  // off: the tuner times the heuristic's candidates only
   // The last autotuning failure (empty when none), then cleared: the caller logs it.
   std::string take_tune_error() { return std::exchange(tune_error_, {}); }
   static constexpr int kTuneMinTokens = 256;
   static constexpr int kTuneCandidates = 8;
+  static constexpr int kWaveTiles = 4;  // wave-fill tiles tried, each with 3 cluster shapes x 3 custom options
 
   // Bytes a product moves at least (W, x, y read/written once), for GB/s.
   static std::size_t bytes(int n, int rows, int cols, bool accumulate, ElemType out_type = ElemType::f32) {
@@ -87,6 +103,10 @@ class GemmLt {
   std::string plan(const Key& key, Plan& out);
   std::string describe(const Key& key, Plan& p);  // op and layouts
   std::string candidates(const Key& key, Plan& p, int max_algos, std::vector<cublasLtMatmulHeuristicResult_t>& out);
+  // The heuristic's first max_algos, then the wave-fill configurations (p described).
+  std::string tuning_candidates(const Key& key, Plan& p, int max_algos, std::vector<cublasLtMatmulAlgo_t>& out);
+  // Appends the wave-fill configurations of `base`'s algorithm that cuBLASLt accepts (see the top).
+  void wave_candidates(const Key& key, Plan& p, const cublasLtMatmulAlgo_t& base, std::vector<cublasLtMatmulAlgo_t>& out);
   static Key bucket_of(const Key& key);
 
   cublasLtHandle_t handle_ = nullptr;
@@ -95,6 +115,7 @@ class GemmLt {
   std::map<Key, Plan> plans_;
   std::map<Key, cublasLtMatmulAlgo_t> tuned_;  // by bucket_of(key)
   bool autotune_ = true;
+  bool wave_fill_ = true;
   std::string tune_error_;
 };
 

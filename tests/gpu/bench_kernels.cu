@@ -6,9 +6,11 @@
 // cache (the chain's weights are 14 GB), so the figures are DRAM figures.
 //   bench_kernels            the report (tests/gpu/run.sh prints its last line)
 //   bench_kernels --sweep    also the chain under several launch shapes (GemvTuning)
+//   bench_kernels --gemms    only the prefill GEMM table (heuristic, its best of 8, the tuned pick)
 // Last, the prefill GEMMs of one layer (cuBLASLt, bf16) at 512, 2,048 and 4,096 tokens: the
 // heuristic's first algorithm against the fastest of its candidates (what GemmLt's autotuning picks).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -317,10 +319,10 @@ void bench_gemms() {
     return;
   }
   std::printf("\nprefill GEMMs of one layer (cuBLASLt bf16, fp32 accumulate; median of 5 per algorithm)\n");
-  std::printf("  %6s %-20s %10s %9s %10s %9s %5s %5s\n", "tokens", "product", "heur. us", "TFLOP/s", "best us", "TFLOP/s",
-              "algo", "of");
+  std::printf("  %6s %-20s %10s %9s %10s %9s %10s %9s %5s %5s\n", "tokens", "product", "heur. us", "TFLOP/s", "heur. 8",
+              "TFLOP/s", "best us", "TFLOP/s", "algo", "of");
   for (const int n : {512, 2048, max_n}) {
-    double layer_h = 0, layer_b = 0, flops_layer = 0;
+    double layer_h = 0, layer_h8 = 0, layer_b = 0, flops_layer = 0;
     for (const G& s : shapes) {
       std::string err;
       const auto t = g.time_candidates(w, x, n, s.rows, s.cols, s.accumulate, cosmos::kernels::ElemType::bf16,
@@ -330,17 +332,45 @@ void bench_gemms() {
         std::printf("  %6d %-20s %s\n", n, s.name, err.c_str());
         continue;
       }
+      // Entries past the heuristic's (at most kTuneCandidates) are the tuner's wave-fill configurations.
       const std::size_t best = static_cast<std::size_t>(std::min_element(t.begin(), t.end()) - t.begin());
+      const auto h_end = t.begin() + std::min<std::ptrdiff_t>(cosmos::kernels::GemmLt::kTuneCandidates,
+                                                               static_cast<std::ptrdiff_t>(t.size()));
+      const float h8 = *std::min_element(t.begin(), h_end);
       const double flops = 2.0 * n * s.rows * s.cols;
-      std::printf("  %6d %-20s %10.0f %9.0f %10.0f %9.0f %5zu %5zu\n", n, s.name, t[0] * 1e3, flops / (t[0] * 1e-3) / 1e12,
-                  t[best] * 1e3, flops / (t[best] * 1e-3) / 1e12, best, t.size());
+      std::printf("  %6d %-20s %10.0f %9.0f %10.0f %9.0f %10.0f %9.0f %5zu %5zu\n", n, s.name, t[0] * 1e3,
+                  flops / (t[0] * 1e-3) / 1e12, h8 * 1e3, flops / (h8 * 1e-3) / 1e12, t[best] * 1e3,
+                  flops / (t[best] * 1e-3) / 1e12, best, t.size());
       layer_h += t[0];
+      layer_h8 += h8;
       layer_b += t[best];
       flops_layer += flops;
     }
-    std::printf("  %6d %-20s %10.0f %9.0f %10.0f %9.0f   -> 28 layers: %.1f ms heuristic, %.1f ms tuned\n", n, "layer",
-                layer_h * 1e3, flops_layer / (layer_h * 1e-3) / 1e12, layer_b * 1e3,
-                flops_layer / (layer_b * 1e-3) / 1e12, 28 * layer_h, 28 * layer_b);
+    std::printf("  %6d %-20s %10.0f %9.0f %10.0f %9.0f %10.0f %9.0f   -> 28 layers: %.1f ms heuristic, %.1f ms best of "
+                "its 8, %.1f ms tuned\n",
+                n, "layer", layer_h * 1e3, flops_layer / (layer_h * 1e-3) / 1e12, layer_h8 * 1e3,
+                flops_layer / (layer_h8 * 1e-3) / 1e12, layer_b * 1e3, flops_layer / (layer_b * 1e-3) / 1e12, 28 * layer_h,
+                28 * layer_h8, 28 * layer_b);
+    std::fflush(stdout);
+    // What the engine's tuner costs for this size class: its call (2 timed runs per candidate) on a
+    // fresh GemmLt per product, host wall time, with and without the wave-fill candidates.
+    for (const bool wave : {false, true}) {
+      double tune_ms = 0;
+      for (const G& s : shapes) {
+        cosmos::kernels::GemmLt fresh;
+        if (!fresh.init(ws, ws_bytes).empty()) break;
+        fresh.set_wave_fill(wave);
+        std::string err;
+        CHECK(cudaDeviceSynchronize());
+        const auto t0 = std::chrono::steady_clock::now();
+        (void)fresh.time_candidates(w, x, n, s.rows, s.cols, s.accumulate, cosmos::kernels::ElemType::bf16,
+                                    s.out_bf16 ? cosmos::kernels::ElemType::bf16 : cosmos::kernels::ElemType::f32,
+                                    nullptr, cosmos::kernels::GemmLt::kTuneCandidates, 2, err);
+        tune_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
+      std::printf("  %6d tuning the four products once (as the engine does, wave-fill %s): %.0f ms\n", n,
+                  wave ? "on" : "off", tune_ms);
+    }
     std::fflush(stdout);
   }
   CHECK(cudaFree(w));
@@ -364,6 +394,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf("GPU: %s\n", q.gpus[0].name.c_str());
+  if (argc > 1 && std::strcmp(argv[1], "--gemms") == 0) {  // the prefill GEMM table alone
+    bench_gemms();
+    return 0;
+  }
   const std::size_t copy_bytes = 1ull << 30;
   void *src, *dst;
   CHECK(cudaMalloc(&src, copy_bytes));

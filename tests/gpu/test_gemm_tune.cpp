@@ -2,9 +2,12 @@
 // candidates on its real inputs (into a scratch output), the next sizes of the bucket reuse the
 // winner. Checks that the tuned path computes the same product as a float64 reference, that tuning
 // never touches y (with accumulate, y = residual + W x exactly once), and that a second size in the
-// same bucket and a size in another bucket are right too. Relative L2 error bound 1e-4 (fp32
-// accumulation of exact bf16 products; see test_ops_matmul.cpp, section 6 for the per-element bound).
+// same bucket and a size in another bucket are right too; and that every configuration the tuner
+// may keep (the heuristic's and the wave-fill ones) computes the product. Relative L2 error bound
+// 1e-4 (fp32 accumulation of exact bf16 products; see test_ops_matmul.cpp, section 6 for the
+// per-element bound).
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -68,6 +71,69 @@ TEST(GpuGemmTune, TunedProductsMatchFloat64AndLeaveYAlone) {
   }
   cudaFree(dw);
   cudaFree(dx);
+  cudaFree(ws);
+}
+
+// Every tuning candidate, run into y with accumulate, against one float64 reference. The shape has
+// wave-fill tiles on an H200 (1,792 x 1,024 outputs: 112 x 128 tiles are 128 blocks, 0.97 waves on
+// 132 SMs); on compute capability 9.0 the test requires some (cuBLASLt 13 offers them there).
+TEST(GpuGemmTune, EveryCandidateComputesTheProduct) {
+  const auto q = kernels::query_gpus();
+  if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
+  const int rows = 1792, cols = 512, n = 1024;
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal;
+  std::vector<__nv_bfloat16> w(static_cast<std::size_t>(rows) * cols), x(static_cast<std::size_t>(n) * cols);
+  for (auto& v : w) v = __float2bfloat16(normal(rng) * 0.05f);
+  for (auto& v : x) v = __float2bfloat16(normal(rng));
+  std::vector<float> y0(static_cast<std::size_t>(n) * rows);
+  for (auto& v : y0) v = normal(rng);
+  std::vector<double> ref(y0.size());
+  std::vector<double> wd(w.size()), xd(x.size());
+  for (std::size_t i = 0; i < w.size(); ++i) wd[i] = __bfloat162float(w[i]);
+  for (std::size_t i = 0; i < x.size(); ++i) xd[i] = __bfloat162float(x[i]);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double acc = y0[static_cast<std::size_t>(t) * rows + r];
+      const double* wr = &wd[static_cast<std::size_t>(r) * cols];
+      const double* xt = &xd[static_cast<std::size_t>(t) * cols];
+      for (int k = 0; k < cols; ++k) acc += wr[k] * xt[k];
+      ref[static_cast<std::size_t>(t) * rows + r] = acc;
+    }
+  auto* dw = upload(w);
+  auto* dx = upload(x);
+  auto* dy = upload(y0);
+  void* ws = nullptr;
+  const std::size_t ws_bytes = std::size_t{32} << 20;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  kernels::GemmLt gemm;
+  ASSERT_EQ(gemm.init(ws, ws_bytes), "");
+  int wave_fill = 0;
+  const int count = gemm.tuning_candidate_count(n, rows, cols, true, kernels::ElemType::bf16, kernels::ElemType::f32,
+                                                &wave_fill);
+  std::printf("%d tuning candidates, %d of them wave-fill\n", count, wave_fill);
+  ASSERT_GT(count, wave_fill);
+  if (q.gpus[0].sm_major == 9 && q.gpus[0].sm_minor == 0) {
+    EXPECT_GT(wave_fill, 0);
+  }
+  std::vector<float> y(y0.size());
+  for (int i = 0; i < count; ++i) {
+    SCOPED_TRACE("candidate " + std::to_string(i));
+    ASSERT_EQ(cudaMemcpy(dy, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(gemm.run_candidate(i, dw, dx, dy, n, rows, cols, true, kernels::ElemType::bf16, nullptr), "");
+    ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    double num = 0, den = 0;
+    for (std::size_t k = 0; k < y.size(); ++k) {
+      const double d = y[k] - ref[k];
+      num += d * d;
+      den += ref[k] * ref[k];
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-4);
+  }
+  EXPECT_NE(gemm.run_candidate(count, dw, dx, dy, n, rows, cols, true, kernels::ElemType::bf16, nullptr), "");
+  cudaFree(dw);
+  cudaFree(dx);
+  cudaFree(dy);
   cudaFree(ws);
 }
 

@@ -3,7 +3,9 @@
 // test-model generator run on the GPU).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "cosmos/model_tensors.h"
 #include "cosmos/quant.h"
@@ -427,6 +429,10 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   TRY_ASSIGN(gemm_ws_, alloc(kGemmWorkspace, "GEMM workspace"));
   if (std::string err = gemm_.init(gemm_ws_, kGemmWorkspace); !err.empty())
     return fail(make_error(ErrorCategory::internal, "backend.cuda", err));
+  if (const char* env = std::getenv("COSMOS_GEMM_WAVE_FILL"); env && std::string_view(env) == "0") {
+    gemm_.set_wave_fill(false);
+    spdlog::info("cuda backend: GEMM tuning without wave-fill tiles (COSMOS_GEMM_WAVE_FILL=0)");
+  }
   choose_fp8_gemm();
   // Shared memory for the reference attention over the whole cache, set outside any graph capture.
   kernels::prepare_attention(static_cast<int>(cache_.shape().tokens()));
