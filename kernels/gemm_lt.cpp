@@ -234,6 +234,49 @@ int GemmLt::tuning_candidate_count(int n, int rows, int cols, bool accumulate, E
   return static_cast<int>(found.size() + algos.size());
 }
 
+std::string GemmLt::identity() const {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return std::string(prop.name) + ", cc " + std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", " +
+         std::to_string(prop.multiProcessorCount) + " SMs, cuBLASLt " + std::to_string(cublasLtGetVersion());
+}
+
+std::vector<GemmLt::Tuned> GemmLt::tuned() const {
+  std::vector<Tuned> out;
+  for (const auto& [key, algo] : tuned_) {
+    const auto [n, rows, cols, accumulate, type_int, out_int, w_t] = key;
+    out.push_back({{n, rows, cols, accumulate ? 1 : 0, type_int, out_int, w_t ? 1 : 0}, algo});
+  }
+  return out;
+}
+
+int GemmLt::restore_tuned(const std::vector<Tuned>& list) {
+  if (!handle_) return 0;
+  int kept = 0;
+  for (const Tuned& t : list) {
+    const auto& k = t.key;
+    if (k[0] <= 0 || k[1] <= 0 || k[2] <= 0 || (k[3] != 0 && k[3] != 1) || (k[6] != 0 && k[6] != 1)) continue;
+    const auto half = [](int e) { return e == static_cast<int>(ElemType::bf16) || e == static_cast<int>(ElemType::f16); };
+    if (!(k[4] == kFp8 || half(k[4])) || !(half(k[5]) || k[5] == static_cast<int>(ElemType::f32))) continue;
+    const Key key{k[0], k[1], k[2], k[3] == 1, k[4], k[5], k[6] == 1};
+    if (bucket_of(key) != key) continue;
+    Plan p;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (describe(key, p).empty() &&
+        cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &t.algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspace_bytes_) {
+      tuned_[key] = t.algo;
+      ++kept;
+    }
+    destroy(p.op, p.a, p.b, p.c);
+  }
+  return kept;
+}
+
 GemmLt::Key GemmLt::bucket_of(const Key& key) {
   Key b = key;
   int n = 1;
@@ -330,7 +373,10 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
       times[order[i]] = time_one(algos[order[i]], 2 * reps + 1);
       if (times[order[i]] < times[best]) best = order[i];
     }
-    if (error.empty()) tuned_[bucket_of(key)] = algos[best];
+    if (error.empty()) {
+      tuned_[bucket_of(key)] = algos[best];
+      ++tunings_;
+    }
   }
   if (!error.empty()) times.clear();
   cleanup();

@@ -19,6 +19,7 @@
 // milliseconds once per bucket.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -76,6 +77,19 @@ class GemmLt {
                              int* wave_fill = nullptr);
   std::string run_candidate(int index, const void* w, const void* x, void* y, int n, int rows, int cols,
                             bool accumulate, ElemType type, cudaStream_t stream, ElemType out_type = ElemType::f32);
+  // The tuner's choices, for an on-disk cache (cosmos/tune_cache.h): the identity they hold for
+  // (GPU name, compute capability, SM count, cuBLASLt version), every (key, algorithm) chosen so far,
+  // and restoring such a list: each algorithm is kept only if cublasLtMatmulAlgoCheck accepts it for
+  // its key (returns how many were), so a stale or damaged list costs a re-tuning, never a wrong or
+  // failing product. tunings() counts the size classes timed by this object (restored ones are not).
+  struct Tuned {
+    std::array<int, 7> key;  // n bucket, rows, cols, accumulate, type, out type, W transposed
+    cublasLtMatmulAlgo_t algo;
+  };
+  std::string identity() const;
+  std::vector<Tuned> tuned() const;
+  int restore_tuned(const std::vector<Tuned>& list);
+  int tunings() const { return tunings_; }
   void set_autotune(bool on) { autotune_ = on; }
   void set_wave_fill(bool on) { wave_fill_ = on; }  // off: the tuner times the heuristic's candidates only
   // The last autotuning failure (empty when none), then cleared: the caller logs it.
@@ -116,6 +130,7 @@ class GemmLt {
   std::map<Key, cublasLtMatmulAlgo_t> tuned_;  // by bucket_of(key)
   bool autotune_ = true;
   bool wave_fill_ = true;
+  int tunings_ = 0;
   std::string tune_error_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "cosmos/model_loader.h"
 #include "cosmos/precision.h"
+#include "cosmos/tune_cache.h"
 #include "model_switch.h"
 
 namespace cosmos::ui {
@@ -45,6 +46,9 @@ class RealChatEngine final : public ChatEngine {
     options.context_tokens = request.contextTokens;
     options.precision = *precision;
     if (!request.quantCacheDir.isEmpty()) options.quant_cache_dir = request.quantCacheDir.toStdString();
+    // The GEMM tuner's choices for this GPU (a small text file): the first long prompt after a
+    // restart skips re-timing cuBLASLt's candidates.
+    options.tune_cache_dir = cosmos::default_tune_cache_dir();
     // Weights placed on the device map to 5%..90% of the bar; returning false cancels the load.
     if (progress) options.progress = [&progress](double f) { return progress(0.05 + 0.85 * f); };
     // The previous model stays loaded until the new one is complete (a failed or cancelled load

@@ -10,6 +10,7 @@
 #include "cosmos/model_loader.h"
 #include "cosmos/reasoning_parser.h"
 #include "cosmos/session.h"
+#include "cosmos/tune_cache.h"
 
 namespace cosmos::cli {
 namespace {
@@ -93,6 +94,7 @@ int run_generate(const GenerateArgs& a) {
   o.threads = a.threads;
   o.precision = *precision;
   if (a.quant_cache) o.quant_cache_dir = a.quant_cache->empty() ? default_quant_cache_dir() : fs::path(*a.quant_cache);
+  o.tune_cache_dir = default_tune_cache_dir();  // the GEMM tuner's choices for this GPU (cosmos/tune_cache.h)
   auto model = load_model(a.model, *device_from_string(a.device), o);
   if (!model) return report(model.error());
   if (!model->device_note.empty() && !a.quiet) std::cerr << model->device_note << "\n";

@@ -3,11 +3,13 @@
 // equal to transformers', batching and chunked prefill equal to single runs; tolerance 2e-4 as for
 // the CPU (fp32 arithmetic on both sides; see test_cpu_backend). The fast path (bf16 KV cache,
 // tensor-core GEMMs and flash attention; bf16 and fp16 weights) against reference math within a
-// bound scaled to bf16; random weights generated on the GPU equal the files; device sampling.
+// bound scaled to bf16; random weights generated on the GPU equal the files; device sampling; the
+// GEMM tuning cache.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -24,6 +26,8 @@
 
 namespace cosmos {
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr float kTol = 2e-4f;
 // Fast path against reference math: bf16 rounds activations before each GEMM and K/V in the cache
@@ -229,6 +233,67 @@ TEST_F(CudaBackendTest, DecodeAttentionPathMatchesTheCpu) {
                 reference ? "reference math" : "fast path", worst, scale);
   }
   std::filesystem::remove_all(dir);
+}
+
+// The GEMM tuning cache: the first prompt of 256+ tokens tunes and writes the file; a second
+// backend restores it and does not tune (so does not rewrite the file); a damaged file is tuned
+// again and rewritten, with the same logits.
+TEST_F(CudaBackendTest, TuningCacheIsWrittenAndRestored) {
+  const fs::path dir = fs::temp_directory_path() / ("cosmos_tune_cache_gpu_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::vector<TokenId> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(1000 + 7 * i);
+  auto make = [&] {
+    BackendOptions o;
+    o.context_tokens = 1024;
+    o.tune_cache_dir = dir;
+    auto b = create_cuda_backend(testing::tiny_model_dir(), o);
+    EXPECT_TRUE(b.ok()) << (b.ok() ? "" : b.error().message);
+    return b.ok() ? std::move(*b) : nullptr;
+  };
+  auto files = [&] {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path());
+    return out;
+  };
+  ForwardOutput first;
+  {
+    auto b = make();
+    ASSERT_TRUE(b);
+    first = run(*b, ids);
+  }
+  auto written = files();
+  ASSERT_EQ(written.size(), 1u);
+  const fs::path file = written[0];
+  const auto stamp = fs::last_write_time(file);
+  const std::string text = [&] {
+    std::ifstream f(file);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  EXPECT_NE(text.find("cosmos-gemm-tune 1"), std::string::npos);
+  {
+    auto b = make();
+    ASSERT_TRUE(b);
+    const ForwardOutput again = run(*b, ids);
+    EXPECT_EQ(again.logits, first.logits);
+  }
+  EXPECT_EQ(fs::last_write_time(file), stamp) << "a restored cache must not be tuned and written again";
+  {
+    std::ofstream f(file, std::ios::trunc);
+    f << "damaged";
+  }
+  {
+    auto b = make();
+    ASSERT_TRUE(b);
+    const ForwardOutput again = run(*b, ids);
+    const auto [d, m] = max_diff(again.logits, first.logits);
+    EXPECT_LE(d, 1e-3f * m);  // a re-tuning may pick another algorithm: fp32 accumulation order
+  }
+  std::ifstream f(file);
+  const std::string rewritten(std::istreambuf_iterator<char>(f), {});
+  EXPECT_NE(rewritten.find("cosmos-gemm-tune 1"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST_F(CudaBackendTest, LoadReportsProgressAndCanBeCancelled) {

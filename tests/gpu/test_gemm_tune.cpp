@@ -5,7 +5,7 @@
 // same bucket and a size in another bucket are right too; and that every configuration the tuner
 // may keep (the heuristic's and the wave-fill ones) computes the product. Relative L2 error bound
 // 1e-4 (fp32 accumulation of exact bf16 products; see test_ops_matmul.cpp, section 6 for the
-// per-element bound).
+// per-element bound). And that choices restored into a fresh GemmLt skip the tuning.
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -131,6 +131,60 @@ TEST(GpuGemmTune, EveryCandidateComputesTheProduct) {
     EXPECT_LT(std::sqrt(num / den), 1e-4);
   }
   EXPECT_NE(gemm.run_candidate(count, dw, dx, dy, n, rows, cols, true, kernels::ElemType::bf16, nullptr), "");
+  cudaFree(dw);
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaFree(ws);
+}
+
+// The tuner's choices carried to a fresh GemmLt (what the on-disk cache does): restored choices
+// are used without timing again and compute the product; entries that cuBLASLt refuses or that
+// are not a bucket's key are dropped.
+TEST(GpuGemmTune, RestoredChoicesSkipTheTuning) {
+  const auto q = kernels::query_gpus();
+  if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
+  const int rows = 520, cols = 1024, n = 300;
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal;
+  std::vector<__nv_bfloat16> w(static_cast<std::size_t>(rows) * cols), x(static_cast<std::size_t>(n) * cols);
+  for (auto& v : w) v = __float2bfloat16(normal(rng) * 0.05f);
+  for (auto& v : x) v = __float2bfloat16(normal(rng));
+  auto* dw = upload(w);
+  auto* dx = upload(x);
+  std::vector<float> zeros(static_cast<std::size_t>(n) * rows, 0.0f);
+  auto* dy = upload(zeros);
+  void* ws = nullptr;
+  const std::size_t ws_bytes = std::size_t{32} << 20;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  kernels::GemmLt first;
+  ASSERT_EQ(first.init(ws, ws_bytes), "");
+  EXPECT_NE(first.identity().find("cuBLASLt"), std::string::npos) << first.identity();
+  ASSERT_EQ(first.run(dw, dx, dy, n, rows, cols, false, kernels::ElemType::bf16, nullptr), "");
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(first.tunings(), 1);
+  const auto list = first.tuned();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].key[0], 512);  // the bucket of n = 300
+  std::vector<float> y_first(zeros.size());
+  ASSERT_EQ(cudaMemcpy(y_first.data(), dy, y_first.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+
+  kernels::GemmLt second;
+  ASSERT_EQ(second.init(ws, ws_bytes), "");
+  auto bad_algo = list[0];
+  for (auto& word : bad_algo.algo.data) word = ~word;
+  auto bad_key = list[0];
+  bad_key.key[0] = 300;  // not a bucket
+  auto bad_type = list[0];
+  bad_type.key[4] = 77;
+  EXPECT_EQ(second.restore_tuned({bad_algo, bad_key, bad_type}), 0);
+  EXPECT_EQ(second.restore_tuned(list), 1);
+  ASSERT_EQ(cudaMemcpy(dy, zeros.data(), zeros.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(second.run(dw, dx, dy, n, rows, cols, false, kernels::ElemType::bf16, nullptr), "");
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(second.tunings(), 0);
+  std::vector<float> y_second(zeros.size());
+  ASSERT_EQ(cudaMemcpy(y_second.data(), dy, y_second.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(y_first, y_second);  // the same algorithm on the same inputs
   cudaFree(dw);
   cudaFree(dx);
   cudaFree(dy);

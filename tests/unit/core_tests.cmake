@@ -15,3 +15,4 @@ cosmos_add_gtest(test_cuda_module LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}
 target_include_directories(test_cuda_module PRIVATE ${PROJECT_SOURCE_DIR}/engine/src)
 cosmos_add_gtest(test_cpu_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_quant.cpp)
 cosmos_add_gtest(test_quant_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_cache.cpp)
+cosmos_add_gtest(test_tune_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tune_cache.cpp)

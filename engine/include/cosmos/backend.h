@@ -90,6 +90,9 @@ struct BackendOptions {
   // int8 / fp8 / int4: where quantized weights are cached between loads (cosmos/quant_cache.h);
   // empty: no cache (quantize at every load).
   std::filesystem::path quant_cache_dir;
+  // CUDA: where the GEMM tuner's choices are kept between loads (cosmos/tune_cache.h); empty: none
+  // (each load times the candidates of a size class at its first long prompt again).
+  std::filesystem::path tune_cache_dir;
   // Load progress (0..1, as weights are placed); returning false cancels the load, which then
   // fails with category `cancelled`, code "load.cancelled".
   std::function<bool(double fraction)> progress;

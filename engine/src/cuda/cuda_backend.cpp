@@ -223,6 +223,7 @@ Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput&
     if (auto st = enqueue(N, rows, o, max_ctx, mode); !st) return st;
     if (const std::string e = gemm_.take_tune_error(); !e.empty())
       spdlog::warn("cuda backend: GEMM autotuning skipped, cuBLASLt's first choice is used: {}", e);
+    if (gemm_.tunings() != tunings_saved_) write_tune_cache();
   }
   out.vocab = c.vocab_size;
   if (mode.on) {

@@ -3,6 +3,7 @@
 //   cuda_load.cpp     load(): allocation, weights streamed through pinned buffers, precision
 //   cuda_layers.cpp   enqueue(): the kernels of one forward pass
 //   cuda_quant_cache.cpp  the quantized-weight cache (cosmos/quant_cache.h) on the GPU
+//   cuda_tune_cache.cpp   the GEMM tuning cache (cosmos/tune_cache.h)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -103,6 +104,10 @@ class CudaBackend final : public Backend {
   void read_quant_cache(const WeightSource& src);
   Status upload_cached(const std::string& name, DevMatrix& m, std::size_t row0, std::size_t rows, std::size_t cols);
   void write_quant_cache(const WeightSource& src);
+  // The GEMM tuning cache (cuda_tune_cache.cpp): restored after cuBLASLt is set up, rewritten after
+  // a pass that tuned a new size class (gemm_.tunings() != tunings_saved_).
+  void read_tune_cache();
+  void write_tune_cache();
   // The bf16/fp16 values a tensor-core GEMM reads: m's own, or m dequantized into dq_.
   Result<const void*> gemm_weight(const DevMatrix& m, int rows, int cols);
   // A tensor-core product of several tokens: y [n, rows] out_type (= or += with accumulate) =
@@ -232,6 +237,8 @@ class CudaBackend final : public Backend {
   // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and
   // where each checkpoint matrix went (rows [row0, row0 + rows) of m).
   std::filesystem::path quant_cache_dir_;
+  std::filesystem::path tune_cache_dir_;  // the GEMM tuning cache's directory (empty: none)
+  int tunings_saved_ = 0;
   std::string fingerprint_;
   std::map<std::string, QuantizedMatrix> cached_;
   struct Placed {

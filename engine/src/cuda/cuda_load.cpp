@@ -30,7 +30,8 @@ Error cuda_error(cudaError_t e, const char* call, const char* file, int line) {
 CudaBackend::CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape,
                          const BackendOptions& options)
     : config_(std::move(config)), gpu_(gpu), cache_(shape), precision_(options.precision),
-      reference_math_(options.reference_math), quant_cache_dir_(options.quant_cache_dir) {
+      reference_math_(options.reference_math), quant_cache_dir_(options.quant_cache_dir),
+      tune_cache_dir_(options.tune_cache_dir) {
   wtype_ = precision_ == Precision::fp16 ? ElemType::f16 : ElemType::bf16;
   if (const auto f = quant_format_for(precision_))
     quant_ = *f == QuantFormat::int8_row  ? kernels::QuantKind::int8_row
@@ -433,6 +434,7 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     gemm_.set_wave_fill(false);
     spdlog::info("cuda backend: GEMM tuning without wave-fill tiles (COSMOS_GEMM_WAVE_FILL=0)");
   }
+  read_tune_cache();
   choose_fp8_gemm();
   // Shared memory for the reference attention over the whole cache, set outside any graph capture.
   kernels::prepare_attention(static_cast<int>(cache_.shape().tokens()));

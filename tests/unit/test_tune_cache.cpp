@@ -1,0 +1,175 @@
+// The GEMM tuning cache file (cosmos/tune_cache.h): entries round-trip exactly; a missing file is
+// missing; another version or identity is stale; a changed byte, a truncated file, a line that does
+// not parse or a foreign file is corrupt; a write that cannot happen returns file.write and leaves
+// nothing under the real name.
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <cstdio>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cosmos/tune_cache.h"
+
+namespace cosmos {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kIdentity = "NVIDIA H200, cc 9.0, 132 SMs, cuBLASLt 130000";
+
+std::vector<TuneCacheEntry> sample() {
+  TuneCacheEntry a;
+  a.key = {2048, 3584, 18944, 1, 3, 5, 0};
+  a.algo = {0x42ull, 0xffffffffffffffffull, 0, 1, 0x0123456789abcdefull, 7, 8, 9};
+  TuneCacheEntry b;
+  b.key = {512, 37888, 3584, 0, 3, 3, 1};
+  b.algo = {1, 2, 3, 4, 5, 6, 7, 0x8000000000000000ull};
+  return {a, b};
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+class TuneCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("cosmos_tune_cache_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_;
+};
+
+TEST_F(TuneCache, RoundTripsEveryWordAndCreatesTheDirectory) {
+  const fs::path file = tune_cache_path(dir_ / "sub", kIdentity);
+  ASSERT_TRUE(write_tune_cache(file, kIdentity, sample()));
+  auto back = read_tune_cache(file, kIdentity);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, sample());
+  // An empty list is a valid file too.
+  ASSERT_TRUE(write_tune_cache(file, kIdentity, {}));
+  back = read_tune_cache(file, kIdentity);
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->empty());
+}
+
+TEST_F(TuneCache, FileNameDependsOnTheIdentity) {
+  EXPECT_NE(tune_cache_path(dir_, kIdentity), tune_cache_path(dir_, kIdentity + " "));
+  EXPECT_EQ(tune_cache_path(dir_, kIdentity), tune_cache_path(dir_, kIdentity));
+}
+
+TEST_F(TuneCache, MissingStaleAndCorruptFiles) {
+  const fs::path file = tune_cache_path(dir_, kIdentity);
+  auto r = read_tune_cache(file, kIdentity);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, "tune_cache.missing");
+
+  ASSERT_TRUE(write_tune_cache(file, kIdentity, sample()));
+  r = read_tune_cache(file, "another GPU");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, "tune_cache.stale");
+
+  const std::string good = slurp(file);
+  struct Case {
+    const char* what;
+    std::string text;
+    const char* code;
+  };
+  std::string flipped = good;
+  flipped[flipped.find("0000000000000042")] = '1';  // one algorithm word changed
+  std::string version = good;
+  version.replace(version.find(" 1\n"), 3, " 2\n");
+  Case cases[] = {
+      {"one byte changed", flipped, "tune_cache.corrupt"},
+      {"truncated", good.substr(0, good.size() / 2), "tune_cache.corrupt"},
+      {"empty", "", "tune_cache.corrupt"},
+      {"foreign", "hello\nxxh3 0000000000000000\n", "tune_cache.corrupt"},
+      {"version changed, checksum kept", version, "tune_cache.corrupt"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    spit(file, c.text);
+    r = read_tune_cache(file, kIdentity);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, c.code);
+  }
+}
+
+// Behind a valid checksum: another version is stale, a line that does not parse is corrupt (the
+// files re-signed here with the same XXH3-64 the writer uses).
+std::string signed_file(const std::string& body) {
+  char sum[17];
+  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(XXH3_64bits(body.data(), body.size())));
+  return body + "xxh3 " + sum + "\n";
+}
+
+TEST_F(TuneCache, VersionAndLinesBehindAValidChecksum) {
+  fs::create_directories(dir_);
+  const fs::path file = tune_cache_path(dir_, kIdentity);
+  const std::string id = "identity " + kIdentity + "\n";
+  const std::string entry = "512 37888 3584 0 3 3 1 0000000000000001 0000000000000002 0000000000000003 "
+                            "0000000000000004 0000000000000005 0000000000000006 0000000000000007 8000000000000000\n";
+  spit(file, signed_file("cosmos-gemm-tune 1\n" + id + entry));
+  auto r = read_tune_cache(file, kIdentity);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0], sample()[1]);
+  struct Case {
+    const char* what;
+    std::string body;
+    const char* code;
+  };
+  const Case cases[] = {
+      {"another version", "cosmos-gemm-tune 2\n" + id + entry, "tune_cache.stale"},
+      {"a short line", "cosmos-gemm-tune 1\n" + id + "512 37888 3584\n", "tune_cache.corrupt"},
+      {"a word that is not hex", "cosmos-gemm-tune 1\n" + id + "512 37888 3584 0 3 3 1 000000000000000g " +
+                                     entry.substr(entry.find("0000000000000002")),
+       "tune_cache.corrupt"},
+      {"a word too many", "cosmos-gemm-tune 1\n" + id + entry.substr(0, entry.size() - 1) + " 0000000000000009\n",
+       "tune_cache.corrupt"},
+      {"another magic", "cosmos-quant-cache 1\n" + id + entry, "tune_cache.corrupt"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    spit(file, signed_file(c.body));
+    r = read_tune_cache(file, kIdentity);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, c.code);
+  }
+}
+
+TEST_F(TuneCache, AWriteThatCannotHappenLeavesNothing) {
+  fs::create_directories(dir_);
+  const fs::path blocker = dir_ / "not_a_dir";
+  spit(blocker, "x");
+  const fs::path file = tune_cache_path(blocker / "cache", kIdentity);
+  auto st = write_tune_cache(file, kIdentity, sample());
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, "file.write");
+  EXPECT_FALSE(fs::exists(file));
+}
+
+}  // namespace
+}  // namespace cosmos
