@@ -10,6 +10,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "cosmos/quant_cache.h"
+
 namespace cosmos {
 namespace fs = std::filesystem;
 
@@ -40,12 +42,9 @@ std::string body(const std::string& identity, const std::vector<TuneCacheEntry>&
 
 }  // namespace
 
-fs::path default_tune_cache_dir() {
-  if (const char* d = std::getenv("COSMOS_CACHE_DIR"); d && *d) return fs::path(d) / "gemm-tuning";
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "cosmos-chat" / "gemm-tuning";
-  const char* home = std::getenv("HOME");
-  return fs::path(home && *home ? home : "/tmp") / ".cache" / "cosmos-chat" / "gemm-tuning";
-}
+// Next to the quantized-weight cache: the same root ($COSMOS_CACHE_DIR, $XDG_CACHE_HOME/cosmos-chat
+// or ~/.cache/cosmos-chat).
+fs::path default_tune_cache_dir() { return default_quant_cache_dir().parent_path() / "gemm-tuning"; }
 
 fs::path tune_cache_path(const fs::path& dir, const std::string& identity) {
   return dir / ("gemm-" + hex64(XXH3_64bits(identity.data(), identity.size())) + ".txt");

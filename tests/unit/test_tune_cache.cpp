@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -73,6 +74,17 @@ TEST_F(TuneCache, RoundTripsEveryWordAndCreatesTheDirectory) {
   back = read_tune_cache(file, kIdentity);
   ASSERT_TRUE(back);
   EXPECT_TRUE(back->empty());
+}
+
+TEST_F(TuneCache, DefaultDirectoryFollowsCosmosCacheDir) {
+  const char* old = std::getenv("COSMOS_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("COSMOS_CACHE_DIR", "/some/cache", 1);
+  EXPECT_EQ(default_tune_cache_dir(), fs::path("/some/cache/gemm-tuning"));
+  if (old)
+    ::setenv("COSMOS_CACHE_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("COSMOS_CACHE_DIR");
 }
 
 TEST_F(TuneCache, FileNameDependsOnTheIdentity) {
