@@ -331,7 +331,10 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
   }
   if (error.empty() && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess))
     error = "cudaEventCreate failed";
-  const float alpha = 1.0f, beta = 0.0f;
+  // Timed as it runs: an accumulating product also reads its output (zeros here).
+  if (error.empty() && accumulate && cudaMemsetAsync(scratch, 0, out_bytes, stream) != cudaSuccess)
+    error = std::string("cudaMemsetAsync: ") + cudaGetErrorString(cudaGetLastError());
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   // Median of `runs` timed runs after a warm-up; 1e30 when the algorithm cannot run here.
   auto time_one = [&](const cublasLtMatmulAlgo_t& algo, int runs) {
     std::vector<float> t;

@@ -61,8 +61,8 @@ class GemmLt {
   std::string probe_fp8(int n, int rows, int cols, bool accumulate, ElemType out_type = ElemType::f32);
 
   // Times up to max_algos of cuBLASLt's candidate algorithms for this product on these inputs, then
-  // the wave-fill configurations (see the top), output to a scratch allocation (y is not touched),
-  // median of `reps` runs each, in ms; entry 0 is the heuristic's first choice. The three fastest
+  // the wave-fill configurations (see the top), output to a scratch allocation (y is not touched;
+  // with accumulate the scratch is read too, as run() reads y), median of `reps` runs each, in ms; entry 0 is the heuristic's first choice. The three fastest
   // are timed again with 2 x reps + 1 runs, and the fastest of those is kept for the bucket. Empty
   // with `error` set on failure. For benchmarks and tuning.
   // With w_scale and x_scale it times the fp8 product of run_fp8 (w and x E4M3; `type` unused).

@@ -88,6 +88,8 @@ struct SampleArgs {
   const int* history = nullptr;            // flat device ids: the penalty history of all rows
   const int* history_offsets = nullptr;    // [rows + 1] device CSR offsets into history
   int* out_ids = nullptr;                  // [rows] device
+  int* next_ids = nullptr;                 // optional [rows] device: a second copy of the ids (the next
+                                           // decode step's input ids, read there on the device)
   void* workspace = nullptr;               // device, >= sample_workspace_bytes(rows, vocab) bytes
   std::size_t workspace_bytes = 0;
   bool any_penalty = false;  // some row has repetition_penalty != 1 (history is read only then)

@@ -83,6 +83,7 @@ struct Job {
   const int* history;
   const int* hoff;
   int* out_ids;
+  int* next_ids;  // optional second copy of out_ids
   float* probs;
   int rows, vocab;
   bool all_greedy, top_k, top_p;  // top_k / top_p: their passes run

@@ -148,7 +148,9 @@ __global__ void __launch_bounds__(kThreads) final_kernel(Job j, Ws w) {
   r = block_best(r);
   if (threadIdx.x == 0) {
     w.state[row].Tf = Tf;
-    j.out_ids[row] = r.i == INT_MAX ? 0 : r.i;
+    const int id = r.i == INT_MAX ? 0 : r.i;
+    j.out_ids[row] = id;
+    if (j.next_ids) j.next_ids[row] = id;
   }
 }
 

@@ -136,7 +136,10 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(Job j, Ws w) {
     s.k_rem0 = static_cast<unsigned>(e.k) - above;
   }
   if (threadIdx.x == 0) {
-    if (s.mode == kSingle) j.out_ids[row] = s.token;
+    if (s.mode == kSingle) {
+      j.out_ids[row] = s.token;
+      if (j.next_ids) j.next_ids[row] = s.token;
+    }
     w.state[row] = s;
   }
 }

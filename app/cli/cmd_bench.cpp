@@ -238,6 +238,7 @@ int run_bench(const BenchArgs& a) {
   }
   for (int depth : *depths) {
     std::vector<double> tps;
+    int ahead = 0;  // steps the backend had submitted before they were asked for (CUDA)
     for (int r = 0; r < a.reps; ++r) {
       const SeqId seq = b.kv_cache().create_sequence();
       if (auto st = forward(seq, random_ids(std::max(depth, 1)), out); !st) return report(st.error());
@@ -246,6 +247,7 @@ int run_bench(const BenchArgs& a) {
       for (int g = 0; g < a.gen; ++g) {
         if (auto st = forward(seq, {next}, out); !st) return report(st.error());
         next = next_token(out);
+        ahead += out.ran_ahead ? 1 : 0;
       }
       tps.push_back(a.gen / seconds(t0, Clock::now()));
       b.kv_cache().free_sequence(seq);
@@ -253,6 +255,7 @@ int run_bench(const BenchArgs& a) {
     const double t = median(tps);
     const double gbps = t * static_cast<double>(step_bytes) / 1e9;
     decode.push_back({{"depth", depth}, {"tok_per_s", t}, {"weight_gb_per_s", gbps},
+                      {"steps_ran_ahead", static_cast<double>(ahead) / std::max(1, a.gen * a.reps)},
                       {"pct_of_copy", copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0.0}});
   }
   const BackendMemory m = b.memory();
@@ -280,8 +283,9 @@ int run_bench(const BenchArgs& a) {
     std::printf("prefill %5d tokens: %9.1f tok/s, time to first token %.3f s\n", p["prompt_tokens"].get<int>(),
                 p["tok_per_s"].get<double>(), p["ttft_s"].get<double>());
   for (const auto& d : decode)
-    std::printf("decode at depth %5d: %7.1f tok/s, %6.0f GB/s of weights (%.1f%% of copy)\n", d["depth"].get<int>(),
-                d["tok_per_s"].get<double>(), d["weight_gb_per_s"].get<double>(), d["pct_of_copy"].get<double>());
+    std::printf("decode at depth %5d: %7.1f tok/s, %6.0f GB/s of weights (%.1f%% of copy), %.0f%% of steps run ahead\n",
+                d["depth"].get<int>(), d["tok_per_s"].get<double>(), d["weight_gb_per_s"].get<double>(),
+                d["pct_of_copy"].get<double>(), 100.0 * d["steps_ran_ahead"].get<double>());
   std::printf("memory: weights %.2f GiB, KV cache %.2f GiB, workspace %.2f GiB", m.weights / 1073741824.0,
               m.kv_cache / 1073741824.0, m.workspace / 1073741824.0);
   if (m.host) std::printf(" (+ %.2f GiB of pinned host memory: the embedding)", m.host / 1073741824.0);

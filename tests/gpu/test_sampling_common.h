@@ -82,6 +82,7 @@ struct Batch {
   int* history = nullptr;
   int* offsets = nullptr;
   int* out_ids = nullptr;
+  int* next_ids = nullptr;  // the second copy of the ids (SampleArgs::next_ids): equal to out_ids
   float* probs = nullptr;
   void* ws = nullptr;
   std::size_t ws_bytes = 0;
@@ -102,6 +103,7 @@ struct Batch {
     history = upload(hist);
     offsets = upload(off);
     EXPECT_EQ(cudaMalloc(&out_ids, static_cast<std::size_t>(rows) * sizeof(int)), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&next_ids, static_cast<std::size_t>(rows) * sizeof(int)), cudaSuccess);
     EXPECT_EQ(cudaMalloc(&probs, host_logits.size() * sizeof(float) + 16), cudaSuccess);
     ws_bytes = kernels::sample_workspace_bytes(rows, vocab);
     EXPECT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
@@ -109,7 +111,8 @@ struct Batch {
   }
   ~Batch() {
     for (void* p : {static_cast<void*>(logits), static_cast<void*>(params), static_cast<void*>(history),
-                    static_cast<void*>(offsets), static_cast<void*>(out_ids), static_cast<void*>(probs), ws})
+                    static_cast<void*>(offsets), static_cast<void*>(out_ids), static_cast<void*>(probs), ws,
+                    static_cast<void*>(next_ids)})
       cudaFree(p);
   }
   Batch(const Batch&) = delete;
@@ -134,6 +137,7 @@ struct Batch {
     a.history = history;
     a.history_offsets = offsets;
     a.out_ids = out_ids;
+    a.next_ids = next_ids;
     a.workspace = ws;
     a.workspace_bytes = ws_bytes;
     a.any_penalty = flags.any_penalty;
@@ -150,6 +154,7 @@ struct Batch {
     GpuResult r;
     refresh_logits(nullptr);
     EXPECT_EQ(cudaMemset(out_ids, 0xFF, static_cast<std::size_t>(rows) * sizeof(int)), cudaSuccess);  // -1
+    EXPECT_EQ(cudaMemset(next_ids, 0xFE, static_cast<std::size_t>(rows) * sizeof(int)), cudaSuccess);
     EXPECT_EQ(cudaMemset(probs, 0xFF, host_logits.size() * sizeof(float)), cudaSuccess);              // NaN
     r.bytes = kernels::launch_sample(args(want_probs), nullptr);
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
@@ -157,6 +162,9 @@ struct Batch {
     EXPECT_GT(r.bytes, 0u);
     r.ids.resize(static_cast<std::size_t>(rows));
     EXPECT_EQ(cudaMemcpy(r.ids.data(), out_ids, r.ids.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<int> next(r.ids.size());
+    EXPECT_EQ(cudaMemcpy(next.data(), next_ids, next.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(next, r.ids) << "next_ids must repeat out_ids";
     if (want_probs) {
       r.probs.resize(host_logits.size());
       EXPECT_EQ(cudaMemcpy(r.probs.data(), probs, r.probs.size() * sizeof(float), cudaMemcpyDeviceToHost),

@@ -24,6 +24,7 @@ namespace cosmos {
 struct Position3 {
   std::int32_t t = 0, h = 0, w = 0;
   static Position3 text(std::int32_t p) { return {p, p, p}; }
+  bool operator==(const Position3&) const = default;
 };
 
 // New tokens of one sequence for one forward pass. They are appended after the sequence's cached
@@ -53,6 +54,9 @@ struct ForwardOutput {
   int vocab = 0;
   // When the batch asked for device sampling: the sampled id per sequence (logits then empty).
   std::vector<TokenId> sampled;        // [n_seqs]
+  // The CUDA backend submitted this step before the call asked for it (a decode step run ahead of
+  // the host: same results, no GPU idle time between steps).
+  bool ran_ahead = false;
   std::span<const float> row(int r) const {
     return {logits.data() + static_cast<std::size_t>(r) * vocab, static_cast<std::size_t>(vocab)};
   }

@@ -256,6 +256,7 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
   const int H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), FF = c.intermediate_size, D = c.head_dim;
   const int group = c.num_heads / c.num_kv_heads;
   const auto bs = cache_.shape().block_size;
+  out.ran_ahead = false;
 
   auto planned = plan_batch(batch, cache_, c.vocab_size);
   if (!planned) return planned.error();

@@ -1,5 +1,6 @@
 // The CUDA backend's class, shared by its three source files:
 //   cuda_backend.cpp  forward(): batch planning, metadata upload, decode graphs, outputs
+//   cuda_decode_ahead.cpp  the next decode step submitted before the current one has finished
 //   cuda_load.cpp     load(): allocation, weights streamed through pinned buffers, precision
 //   cuda_layers.cpp   enqueue(): the kernels of one forward pass
 //   cuda_quant_cache.cpp  the quantized-weight cache (cosmos/quant_cache.h) on the GPU
@@ -20,12 +21,15 @@
 #include <spdlog/spdlog.h>
 
 #include "cosmos/backend.h"
+#include "cosmos/batch_plan.h"
 #include "cosmos/checkpoint.h"
 #include "cosmos/quant.h"
+#include "cuda/cuda_pass_profile.h"
 #include "kernels/device_info.cuh"
 #include "kernels/elem_type.cuh"
 #include "kernels/gemm_lt.h"
 #include "kernels/quant_format.cuh"
+#include "kernels/sampling.cuh"
 
 namespace cosmos {
 
@@ -134,7 +138,24 @@ class CudaBackend final : public Backend {
       return on | any_penalty << 1 | all_greedy << 2 | need_sort << 3 | any_top_k << 4 | any_top_p << 5;
     }
   };
+  static Result<SampleMode> sample_mode(std::span<const SequenceInput> batch);
   Status enqueue(int N, const std::vector<int>& rows, const MetaOffsets& o, int max_ctx, const SampleMode& mode);
+  // Uploads a planned batch's metadata (and sampling inputs) from the next host slot (slot_), runs
+  // its pass (a decode graph or enqueue()), and with device sampling copies the ids back into that
+  // slot and records step_done_[slot_]. ahead: a step submitted before the previous one finished
+  // (cuda_decode_ahead.cpp): nothing is reallocated, the ids are not uploaded (the previous step
+  // wrote them on the device), and submitted stays false when the buffers do not fit it as they are.
+  Status submit(std::span<const SequenceInput> batch, const BatchPlan& plan, const SampleMode& mode, bool ahead,
+                bool& submitted);
+  // Waits for the step in host slot `slot` and puts its sampled ids into out.
+  Status take_sampled(int slot, std::size_t n_seqs, ForwardOutput& out);
+  // The step run ahead (cuda_decode_ahead.cpp): whether `batch` is it, submitting it after a step,
+  // taking its result, or waiting for it and giving its cache reservation back.
+  void choose_decode_ahead();
+  bool ahead_matches(std::span<const SequenceInput> batch) const;
+  Status start_ahead(std::span<const SequenceInput> batch, const SampleMode& mode);
+  Status collect_ahead(std::span<const SequenceInput> batch, ForwardOutput& out);
+  Status cancel_ahead();
   // y = x W^T (+ bias) (+ residual). One token: gemv, optionally with the RMSNorm (norm_w) and
   // SwiGLU fused; several: cuBLASLt (x low precision, bias must be null, residual == y) or the
   // reference matmul.
@@ -196,14 +217,34 @@ class CudaBackend final : public Backend {
   float *sel_ = nullptr;   // [R, hidden] fp32 final-normed rows that get logits
   float *logits_ = nullptr;  // [R, vocab] fp32
   // Metadata (ids, positions, slots, table offsets, lengths, tables, per-sequence arrays), uploaded
-  // from a pinned host mirror once per pass.
-  std::int32_t* meta_ = nullptr;
-  std::int32_t* meta_host_ = nullptr;
+  // from a pinned host mirror once per pass. Host mirrors have two slots (slot_: the last pass's),
+  // so a step can be prepared while the one before it still reads its slot.
+  std::int32_t* meta_ = nullptr;           // [meta_ints_] int32 device
+  std::int32_t* meta_host_ = nullptr;      // [2][meta_ints_] int32 pinned
   std::size_t meta_ints_ = 0;
-  // Device sampling: per-sequence params, penalty history, sampled ids (+ pinned host copy).
-  void* sparams_ = nullptr;  void* sparams_host_ = nullptr;  int sparams_cap_ = 0;
+  int slot_ = 0;
+  cudaEvent_t step_done_[2] = {};          // per slot: its pass's sampled ids are on the host
+  cudaEvent_t pass_done_[2] = {};          // per slot: its pass ended on stream_ (the ids copy waits for it)
+  cudaStream_t ids_stream_ = nullptr;      // copies the sampled ids back
+  // Device sampling: per-sequence params, penalty history, sampled ids (+ pinned host copies).
+  void* sparams_ = nullptr;  void* sparams_host_ = nullptr;  // [sample_rows_], [2][sample_rows_] SampleParams
+  std::vector<kernels::SampleParams> sparams_last_;  // what the last upload to sparams_ held
   std::int32_t* hist_ = nullptr;  std::size_t hist_cap_ = 0;
-  std::int32_t* out_ids_ = nullptr;  std::int32_t* out_ids_host_ = nullptr;
+  std::int32_t* out_ids_ = nullptr;  std::int32_t* out_ids_host_ = nullptr;  // [sample_rows_], [2][sample_rows_]
+  // The decode step run ahead (cuda_decode_ahead.cpp).
+  struct DecodeAhead {
+    bool active = false;
+    SeqId seq = 0;
+    int start = 0;                       // the sequence's committed length: the step's token goes there
+    std::vector<Position3> positions;    // [1] or empty (text positions)
+    SamplingParams sampling;
+    std::uint64_t sample_step = 0;
+    TokenId token = -1;                  // the id it reads on the device, once known on the host
+    int slot = 0;                        // its host slot
+  };
+  DecodeAhead ahead_;
+  bool ahead_enabled_ = true;
+  PassProfile profile_;  // COSMOS_PROFILE=1: per-operation times of passes of several tokens
   void* sample_ws_ = nullptr;  std::size_t sample_ws_bytes_ = 0;  int sample_rows_ = 0;
   // Tensor-core GEMMs for passes of several tokens.
   kernels::GemmLt gemm_;

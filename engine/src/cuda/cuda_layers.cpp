@@ -154,9 +154,14 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
   const bool decode_att = N <= kDecodeTokens && decode_scratch_;
   const bool prefill_att = !decode_att && !reference_math_ &&
                            kernels::prefill_attention_supports(c.num_heads, c.num_kv_heads, D);
+  // COSMOS_PROFILE=1: time per operation of passes of several tokens (cuda_pass_profile.h).
+  const double n = N, fp32 = 4, half = 2;
+  profile_.begin(stream_, N);
   kernels::launch_embedding(embed_, meta_ + o.ids, x_, N, H, stream_);
   for (const auto& [row, src] : pending_embeddings_)
     CUDA_TRY(cudaMemcpyAsync(x_ + static_cast<std::size_t>(row) * H, src, H * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  profile_.mark(PassProfile::embed, 0, n * H * (half + fp32));
+  const double norm_bytes = n * H * (fp32 + half), mm = 2 * n;  // mm: FLOPs per weight of a product
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int sec0 = c.mrope_section.size() == 3 ? c.mrope_section[0] : D;
   const int sec1 = c.mrope_section.size() == 3 ? c.mrope_section[1] : 0;
@@ -178,8 +183,10 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       if (auto st = linear(x_, L.qkv, wtype_, L.qkv_bias, nullptr, qkv_, 1, Q + 2 * KV, H, L.in_norm_w); !st) return st;
     } else {
       kernels::launch_rms_norm(x_, H, L.in_norm, h_, in_type, N, H, eps, stream_);
+      profile_.mark(PassProfile::norm, 0, norm_bytes);
       if (auto st = linear(h_, L.qkv, wtype_, gemm ? nullptr : L.qkv_bias, nullptr, qkv_, N, Q + 2 * KV, H); !st)
         return st;
+      profile_.mark(PassProfile::qkv, mm * (Q + 2 * KV) * H, 0);
     }
     kernels::RopeKvArgs r;
     r.qkv = qkv_;
@@ -202,6 +209,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     // kernel (one launch per layer instead of two).
     const bool fuse_rope = decode_att && o.n_seqs == N;
     if (!fuse_rope) kernels::launch_rope_kv(r, stream_);
+    profile_.mark(PassProfile::rope_kv, 0, n * ((Q + 2 * KV) * fp32 + (Q + 2 * KV) * half));
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     if (prefill_att) {
       kernels::PrefillAttentionArgs a;
@@ -251,11 +259,15 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
         kernels::launch_attention(a, stream_);
     }
     CUDA_TRY(cudaGetLastError());
+    // Causal: query i of a sequence sees its cached keys and i + 1 new ones (exact for one sequence).
+    profile_.mark(PassProfile::attention,
+                  4.0 * D * c.num_heads * (n * (max_ctx - N) + n * (n + 1) / 2), 0);
     if (N == 1 && fused_mlp_) {
       if (auto st = o_and_fused_mlp(L, sums ? ds.o : nullptr); !st) return st;
       continue;
     }
     if (auto st = linear(att_, L.o, wtype_, nullptr, x_, x_, N, H, Q); !st) return st;
+    profile_.mark(PassProfile::o, mm * H * Q, 0);
     // MLP block (one token: norm and SwiGLU run inside the gate/up product).
     if (N == 1) {
       if (auto st = linear(x_, L.gate_up, wtype_, nullptr, nullptr, static_cast<float*>(act_), 1, 2 * FF, H,
@@ -264,16 +276,21 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
         return st;
     } else {
       kernels::launch_rms_norm(x_, H, L.post_norm, h_, in_type, N, H, eps, stream_);
+      profile_.mark(PassProfile::norm, 0, norm_bytes);
       if (gemm) {
         // gate/up stored in bf16/fp16 (as Hugging Face does): the widest activation, half the bytes.
         if (auto st = gemm_product(h_, L.gate_up, wtype_, gu_, N, 2 * FF, H, false, wtype_); !st) return st;
+        profile_.mark(PassProfile::gate_up, mm * 2 * FF * H, 0);
         kernels::launch_swiglu(gu_, wtype_, act_, in_type, N, FF, stream_);
       } else {
         if (auto st = linear(h_, L.gate_up, wtype_, nullptr, nullptr, gu_, N, 2 * FF, H); !st) return st;
+        profile_.mark(PassProfile::gate_up, mm * 2 * FF * H, 0);
         kernels::launch_swiglu(gu_, act_, in_type, N, FF, stream_);
       }
+      profile_.mark(PassProfile::swiglu, 0, n * FF * 3 * half);
     }
     if (auto st = linear(act_, L.down, wtype_, nullptr, x_, x_, N, H, FF); !st) return st;
+    profile_.mark(PassProfile::down, mm * H * FF, 0);
   }
   // Final norm of the rows that get logits, then lm_head. One row with a bf16 or quantized lm_head:
   // the norm runs inside the gemv; else a norm launch (one when the rows are consecutive) first.
@@ -310,6 +327,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       return st;
     }
   }
+  profile_.mark(PassProfile::lm_head, 2.0 * R * c.vocab_size * H, 0);
   if (mode.on) {
     kernels::SampleArgs s;
     s.logits = logits_;
@@ -319,6 +337,9 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     s.history = hist_;
     s.history_offsets = meta_ + o.hist_off;
     s.out_ids = out_ids_;
+    // One token per sequence: the ids are also the next step's input ids (a step run ahead reads
+    // them there; cuda_decode_ahead.cpp).
+    s.next_ids = N == o.n_seqs ? meta_ + o.ids : nullptr;
     s.workspace = sample_ws_;
     s.workspace_bytes = sample_ws_bytes_;
     s.any_penalty = mode.any_penalty;
@@ -328,7 +349,9 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     s.skip_top_p = !mode.any_top_p;
     kernels::launch_sample(s, stream_);
     CUDA_TRY(cudaGetLastError());
+    profile_.mark(PassProfile::sample, 0, 2.0 * R * c.vocab_size * fp32);
   }
+  profile_.end();
   return ok_status();
 }
 

@@ -41,8 +41,14 @@ CudaBackend::CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCach
 }
 
 CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);  // also a decode step run ahead
   drop_graphs();
-  if (stream_) cudaStreamSynchronize(stream_);
+  if (ids_stream_) cudaStreamSynchronize(ids_stream_);
+  for (cudaEvent_t e : step_done_)
+    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : pass_done_)
+    if (e) cudaEventDestroy(e);
+  if (ids_stream_) cudaStreamDestroy(ids_stream_);
   for (void* p : allocations_) cudaFree(p);
   for (int i = 0; i < kStageSlots; ++i) {
     if (stage_host_[i]) cudaFreeHost(stage_host_[i]);
@@ -464,6 +470,7 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   }
   TRY(choose_att_sums());
   choose_prefill_attention();
+  choose_decode_ahead();
   cached_.clear();
   placed_.clear();
   if (progress_ && !progress_(1.0)) return load_cancelled_error();
