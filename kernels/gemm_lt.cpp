@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <utility>
 
 namespace cosmos::kernels {
@@ -379,6 +380,27 @@ std::vector<float> GemmLt::time_candidates(const void* w, const void* x, int n, 
     if (error.empty()) {
       tuned_[bucket_of(key)] = algos[best];
       ++tunings_;
+      // The attribute's own size first (the call refuses any other), then its value, zero-extended.
+      const auto attr = [&](cublasLtMatmulAlgoConfigAttributes_t a) {
+        std::uint64_t v = 0;
+        std::size_t size = 0;
+        if (cublasLtMatmulAlgoConfigGetAttribute(&algos[best], a, nullptr, 0, &size) == CUBLAS_STATUS_SUCCESS &&
+            size <= sizeof(v))
+          cublasLtMatmulAlgoConfigGetAttribute(&algos[best], a, &v, size, &size);
+        return v;
+      };
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "%dx%dx%d%s: kept candidate %zu of %zu (algo %llu, tile %llu, stages %llu, cluster %llu, custom "
+                    "%llu) at %.1f us; the heuristic's first %.1f us\n",
+                    n, rows, cols, accumulate ? " +=" : "", best, algos.size(),
+                    static_cast<unsigned long long>(attr(CUBLASLT_ALGO_CONFIG_ID)),
+                    static_cast<unsigned long long>(attr(CUBLASLT_ALGO_CONFIG_TILE_ID)),
+                    static_cast<unsigned long long>(attr(CUBLASLT_ALGO_CONFIG_STAGES_ID)),
+                    static_cast<unsigned long long>(attr(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)),
+                    static_cast<unsigned long long>(attr(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)), 1e3 * times[best],
+                    1e3 * times[0]);
+      tune_log_ += line;
     }
   }
   if (!error.empty()) times.clear();

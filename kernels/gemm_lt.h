@@ -94,6 +94,9 @@ class GemmLt {
   void set_wave_fill(bool on) { wave_fill_ = on; }  // off: the tuner times the heuristic's candidates only
   // The last autotuning failure (empty when none), then cleared: the caller logs it.
   std::string take_tune_error() { return std::exchange(tune_error_, {}); }
+  // One line per size class tuned since the last call (the kept configuration and its time), then
+  // cleared: the caller logs it.
+  std::string take_tune_log() { return std::exchange(tune_log_, {}); }
   static constexpr int kTuneMinTokens = 256;
   static constexpr int kTuneCandidates = 8;
   static constexpr int kWaveTiles = 4;  // wave-fill tiles tried, each with 3 cluster shapes x 3 custom options
@@ -132,6 +135,7 @@ class GemmLt {
   bool wave_fill_ = true;
   int tunings_ = 0;
   std::string tune_error_;
+  std::string tune_log_;
 };
 
 }  // namespace cosmos::kernels

@@ -162,6 +162,10 @@ TEST(GpuGemmTune, RestoredChoicesSkipTheTuning) {
   ASSERT_EQ(first.run(dw, dx, dy, n, rows, cols, false, kernels::ElemType::bf16, nullptr), "");
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(first.tunings(), 1);
+  const std::string log = first.take_tune_log();  // one line for the one size class, then cleared
+  EXPECT_NE(log.find("300x520x1024: kept candidate"), std::string::npos) << log;
+  EXPECT_NE(log.find("tile "), std::string::npos) << log;
+  EXPECT_EQ(first.take_tune_log(), "");
   const auto list = first.tuned();
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0].key[0], 512);  // the bucket of n = 300
@@ -182,6 +186,7 @@ TEST(GpuGemmTune, RestoredChoicesSkipTheTuning) {
   ASSERT_EQ(second.run(dw, dx, dy, n, rows, cols, false, kernels::ElemType::bf16, nullptr), "");
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(second.tunings(), 0);
+  EXPECT_EQ(second.take_tune_log(), "");  // restored: nothing tuned
   std::vector<float> y_second(zeros.size());
   ASSERT_EQ(cudaMemcpy(y_second.data(), dy, y_second.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(y_first, y_second);  // the same algorithm on the same inputs

@@ -318,6 +318,7 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
     if (auto st = enqueue(N, rows, o, max_ctx, mode); !st) return st;
     if (const std::string e = gemm_.take_tune_error(); !e.empty())
       spdlog::warn("cuda backend: GEMM autotuning skipped, cuBLASLt's first choice is used: {}", e);
+    if (const std::string t = gemm_.take_tune_log(); !t.empty()) spdlog::info("cuda backend: GEMM tuning:\n{}", t);
     if (gemm_.tunings() != tunings_saved_) write_tune_cache();
   }
   if (mode.on) {
