@@ -83,7 +83,8 @@ std::size_t launch_sample(const SampleArgs& a, cudaStream_t stream) {
   const bool sample = !a.all_greedy;
   const bool top_k = sample && a.need_sort && !a.skip_top_k;
   const bool top_p = sample && a.need_sort && !a.skip_top_p;
-  const Job j{a.logits, a.params, a.history, a.history_offsets, a.out_ids, a.next_ids, a.probs_out,
+  if (a.history_append && (a.rows != 1 || !a.history_offsets)) return 0;
+  const Job j{a.logits, a.params, a.history, a.history_offsets, a.out_ids, a.next_ids, a.history_append, a.probs_out,
               a.rows,   a.vocab,  a.all_greedy, top_k,         top_p};
   // Zeroed each launch: the ticket counters, and the histograms when top-k / top-p run.
   const std::size_t zero = top_k || top_p ? l.zero_end : l.hist_k;

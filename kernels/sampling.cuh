@@ -90,6 +90,9 @@ struct SampleArgs {
   int* out_ids = nullptr;                  // [rows] device
   int* next_ids = nullptr;                 // optional [rows] device: a second copy of the ids (the next
                                            // decode step's input ids, read there on the device)
+  int* history_append = nullptr;           // optional, rows == 1 and vocab > 0: the id is also written at
+                                           // history_append[history_offsets[1]] (the next step's history
+                                           // is this one's plus the id); pass the history buffer
   void* workspace = nullptr;               // device, >= sample_workspace_bytes(rows, vocab) bytes
   std::size_t workspace_bytes = 0;
   bool any_penalty = false;  // some row has repetition_penalty != 1 (history is read only then)

@@ -84,6 +84,7 @@ struct Job {
   const int* hoff;
   int* out_ids;
   int* next_ids;  // optional second copy of out_ids
+  int* hist_append;  // optional (one row): the id also at hist_append[hoff[1]]
   float* probs;
   int rows, vocab;
   bool all_greedy, top_k, top_p;  // top_k / top_p: their passes run

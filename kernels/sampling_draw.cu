@@ -151,6 +151,7 @@ __global__ void __launch_bounds__(kThreads) final_kernel(Job j, Ws w) {
     const int id = r.i == INT_MAX ? 0 : r.i;
     j.out_ids[row] = id;
     if (j.next_ids) j.next_ids[row] = id;
+    if (j.hist_append) j.hist_append[j.hoff[1]] = id;
   }
 }
 

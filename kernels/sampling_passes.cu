@@ -139,6 +139,7 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(Job j, Ws w) {
     if (s.mode == kSingle) {
       j.out_ids[row] = s.token;
       if (j.next_ids) j.next_ids[row] = s.token;
+      if (j.hist_append) j.hist_append[j.hoff[1]] = s.token;
     }
     w.state[row] = s;
   }

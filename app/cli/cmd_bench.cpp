@@ -40,6 +40,7 @@ struct BenchArgs {
   int gen = 256;
   int reps = 5;
   int threads = 0;
+  float repetition_penalty = 1.0f;  // greedy decoding with this penalty (the app's default is 1.05)
   bool json = false;
 };
 
@@ -206,16 +207,31 @@ int run_bench(const BenchArgs& a) {
   };
   // Greedy next token, sampled on the device where the backend can (only the id comes back, as in
   // the app), else from the logits on the host.
+  // With --repetition-penalty, over the prompt and the tokens so far (`history`).
   SamplingParams greedy;
   greedy.temperature = 0.0f;
+  greedy.repetition_penalty = a.repetition_penalty;
+  const bool penalty = a.repetition_penalty != 1.0f;
+  std::vector<TokenId> history;
   auto forward = [&](SeqId seq, std::vector<TokenId> ids, ForwardOutput& out) -> Status {
     SequenceInput in;
     in.seq = seq;
     in.tokens = std::move(ids);
-    if (b.samples_on_device()) in.sampling = &greedy;
+    if (penalty) history.insert(history.end(), in.tokens.begin(), in.tokens.end());
+    if (b.samples_on_device()) {
+      in.sampling = &greedy;
+      in.history = history;
+    }
     return b.forward(std::span<const SequenceInput>(&in, 1), out);
   };
-  auto next_token = [&](const ForwardOutput& out) { return out.sampled.empty() ? argmax(out.row(0)) : out.sampled[0]; };
+  std::vector<float> row_copy;
+  auto next_token = [&](const ForwardOutput& out) {
+    if (!out.sampled.empty()) return out.sampled[0];
+    if (!penalty) return argmax(out.row(0));
+    const auto row = out.row(0);
+    row_copy.assign(row.begin(), row.end());
+    return Sampler(greedy).sample(row_copy, history);
+  };
 
   nlohmann::json prefill = nlohmann::json::array(), decode = nlohmann::json::array();
   ForwardOutput out;
@@ -224,6 +240,7 @@ int run_bench(const BenchArgs& a) {
     std::vector<double> tps, ttft;
     for (int r = 0; r < a.reps; ++r) {
       const SeqId seq = b.kv_cache().create_sequence();
+      history.clear();
       const auto ids = random_ids(len);
       const auto t0 = Clock::now();
       if (auto st = forward(seq, ids, out); !st) return report(st.error());
@@ -241,6 +258,7 @@ int run_bench(const BenchArgs& a) {
     int ahead = 0;  // steps the backend had submitted before they were asked for (CUDA)
     for (int r = 0; r < a.reps; ++r) {
       const SeqId seq = b.kv_cache().create_sequence();
+      history.clear();
       if (auto st = forward(seq, random_ids(std::max(depth, 1)), out); !st) return report(st.error());
       TokenId next = next_token(out);
       const auto t0 = Clock::now();
@@ -269,6 +287,7 @@ int run_bench(const BenchArgs& a) {
       {"bytes_per_decode_step", step_bytes},
       {"reps", a.reps},
       {"gen_tokens", a.gen},
+      {"repetition_penalty", a.repetition_penalty},
       {"prefill", prefill},
       {"decode", decode},
       {"memory", {{"weights", m.weights}, {"kv_cache", m.kv_cache}, {"workspace", m.workspace}, {"host", m.host}, {"on_gpu", m.on_gpu}}}};
@@ -308,6 +327,10 @@ void register_bench(CLI::App& app, RunFn& run) {
   cmd->add_option("--gen", a->gen, "tokens decoded per measurement")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   cmd->add_option("--reps", a->reps)->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all cores)");
+  cmd->add_option("--repetition-penalty", a->repetition_penalty,
+                  "decode greedily with this repetition penalty over the prompt and the tokens so far")
+      ->check(CLI::Range(0.01f, 100.0f))
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });
 }

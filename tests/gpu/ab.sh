@@ -2,13 +2,14 @@
 # Runs on the GPU machine: A/B of CUDA backend variants on one machine, in alternating rounds, so
 # that run-to-run drift (clocks, other tenants) hits every variant alike. A variant is a name, a
 # libcosmos-cuda.so (picked with COSMOS_CUDA_MODULE) and optional environment settings:
-#   tests/gpu/ab.sh --prebuilt .carry [--rounds 2] [--depth 0,1024,4096] [--precision bf16] \
+#   tests/gpu/ab.sh --prebuilt .carry [--rounds 2] [--depth 0,1024,4096] [--precision bf16] [--extra "ARGS"] \
 #       old=.carry/ab/old.so new=.carry/lib/libcosmos-cuda.so new_pf=.carry/lib/libcosmos-cuda.so:COSMOS_GEMV_L2_PREFETCH=16777216
 # Each run is `cosmos-cli bench --random cosmos-reason1-7b --device cuda --prompt-lens 2048 --gen 128
-# --reps 3` (medians of 3); one line per run: round, variant, prefill tok/s, decode tok/s per depth.
+# --reps 3` (medians of 3; --extra adds bench arguments, e.g. "--repetition-penalty 1.05"); one line
+# per run: round, variant, prefill tok/s, decode tok/s per depth.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-prebuilt="" rounds=2 depth="0,1024,4096" precision=bf16
+prebuilt="" rounds=2 depth="0,1024,4096" precision=bf16 extra=""
 variants=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -16,6 +17,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --depth) depth=$2; shift 2 ;;
     --precision) precision=$2; shift 2 ;;
+    --extra) extra=$2; shift 2 ;;
     *=*) variants+=("$1"); shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -30,7 +32,7 @@ for round in $(seq 1 "$rounds"); do
     envs=()
     [[ "$spec" == *:* ]] && IFS=: read -r -a envs <<<"${spec#*:}"
     json=$(env "${envs[@]}" COSMOS_CUDA_MODULE="$PWD/$module" "$prebuilt/bin/cosmos-cli" bench --random cosmos-reason1-7b \
-      --device cuda --precision "$precision" --prompt-lens 2048 --depth "$depth" --gen 128 --reps 3 --json 2>/dev/null)
+      --device cuda --precision "$precision" --prompt-lens 2048 --depth "$depth" --gen 128 --reps 3 $extra --json 2>/dev/null)
     echo "$json" | python3 -c "
 import json, sys
 try:

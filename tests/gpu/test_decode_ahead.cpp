@@ -51,12 +51,14 @@ class DecodeAheadTest : public ::testing::Test {
     EXPECT_EQ(ahead_->kv_cache().free_blocks() + (a.sampled.empty() ? 0 : held_), plain_->kv_cache().free_blocks());
     return a;
   }
-  static SequenceInput step(SeqId seq, std::vector<TokenId> ids, const SamplingParams* sp, std::uint64_t n = 0) {
+  static SequenceInput step(SeqId seq, std::vector<TokenId> ids, const SamplingParams* sp, std::uint64_t n = 0,
+                            std::span<const TokenId> history = {}) {
     SequenceInput in;
     in.seq = seq;
     in.tokens = std::move(ids);
     in.sampling = sp;
     in.sample_step = n;
+    in.history = history;
     return in;
   }
   std::unique_ptr<Backend> ahead_, plain_;
@@ -64,7 +66,9 @@ class DecodeAheadTest : public ::testing::Test {
 };
 
 // A prompt, then 40 steps feeding back the sampled id: every step after the first was run ahead,
-// and the ids equal one step at a time, greedy and seeded sampling with top-k / top-p.
+// and the ids equal one step at a time: greedy and seeded sampling with top-k / top-p, each
+// without and with a repetition penalty (its history: the prompt and the ids so far, as Session
+// passes it; the step run ahead extends it on the device).
 TEST_F(DecodeAheadTest, FedBackIdsEqualOneStepAtATime) {
   SamplingParams greedy;
   greedy.temperature = 0;
@@ -73,19 +77,23 @@ TEST_F(DecodeAheadTest, FedBackIdsEqualOneStepAtATime) {
   drawn.top_k = 40;
   drawn.top_p = 0.95f;
   drawn.seed = 11;
-  for (const SamplingParams* sp : {&greedy, &drawn}) {
+  SamplingParams greedy_penalty = greedy, drawn_penalty = drawn;
+  greedy_penalty.repetition_penalty = drawn_penalty.repetition_penalty = 1.3f;
+  for (const SamplingParams* sp : {&greedy, &drawn, &greedy_penalty, &drawn_penalty}) {
     const SeqId sa = ahead_->kv_cache().create_sequence(), sq = plain_->kv_cache().create_sequence();
     const std::vector<TokenId> prompt = {9707, 1879, 0, 5, 151644, 100, 42};  // 7 tokens: step 9 opens block 2
-    ForwardOutput out = both({step(sa, prompt, sp)}, {step(sq, prompt, sp)});
+    std::vector<TokenId> history = prompt;
+    ForwardOutput out = both({step(sa, prompt, sp, 0, history)}, {step(sq, prompt, sp, 0, history)});
     ASSERT_EQ(out.sampled.size(), 1u);
     EXPECT_FALSE(out.ran_ahead);
     int ran_ahead = 0;
     for (int i = 1; i <= 40; ++i) {
       const TokenId id = out.sampled[0];
+      history.push_back(id);
       // After this call the ahead backend has the next step pending; when its token opens a new
       // block (length a multiple of 16), that block is reserved there already.
       held_ = (ahead_->kv_cache().length(sa) + 1) % 16 == 0 ? 1 : 0;
-      out = both({step(sa, {id}, sp, i)}, {step(sq, {id}, sp, i)});
+      out = both({step(sa, {id}, sp, i, history)}, {step(sq, {id}, sp, i, history)});
       ran_ahead += out.ran_ahead ? 1 : 0;
       EXPECT_EQ(ahead_->kv_cache().length(sa), plain_->kv_cache().length(sq));
     }
@@ -121,6 +129,19 @@ TEST_F(DecodeAheadTest, OtherRequestsAreComputedFresh) {
   EXPECT_FALSE(out.ran_ahead);
   // Other parameters.
   out = both({step(sa, {out.sampled[0]}, &other, 10)}, {step(sq, {out.sampled[0]}, &other, 10)});
+  EXPECT_FALSE(out.ran_ahead);
+  // With a penalty: the fed-back id and the history the step run ahead assumed, then a history
+  // that differs from it.
+  SamplingParams penalty = other;
+  penalty.repetition_penalty = 1.2f;
+  std::vector<TokenId> history = {1, 2, 3};
+  out = both({step(sa, {out.sampled[0]}, &penalty, 11, history)}, {step(sq, {out.sampled[0]}, &penalty, 11, history)});
+  history.push_back(out.sampled[0]);
+  out = both({step(sa, {out.sampled[0]}, &penalty, 12, history)}, {step(sq, {out.sampled[0]}, &penalty, 12, history)});
+  EXPECT_TRUE(out.ran_ahead);
+  history.push_back(out.sampled[0]);
+  history[0] = 4;
+  out = both({step(sa, {out.sampled[0]}, &penalty, 13, history)}, {step(sq, {out.sampled[0]}, &penalty, 13, history)});
   EXPECT_FALSE(out.ran_ahead);
   // Logits instead of a sample.
   out = both({step(sa, {out.sampled[0]}, nullptr)}, {step(sq, {out.sampled[0]}, nullptr)});
@@ -194,7 +215,7 @@ TEST_F(DecodeAheadTest, ExplicitPositions) {
 }
 
 // Session::generate twice on one session (the second reuses the first's prefix and truncates the
-// cache while a step runs ahead): equal replies.
+// cache while a step runs ahead): equal replies, with the app's repetition penalty (1.05).
 TEST_F(DecodeAheadTest, SessionRepliesAreEqual) {
   auto tok_a = load_model(testing::tiny_model_dir(), Device::cpu, BackendOptions{});
   ASSERT_TRUE(tok_a.ok()) << tok_a.error().message;
@@ -203,6 +224,7 @@ TEST_F(DecodeAheadTest, SessionRepliesAreEqual) {
   o.sampling.temperature = 0.8f;
   o.sampling.top_p = 0.9f;
   o.sampling.seed = 3;
+  o.sampling.repetition_penalty = 1.05f;
   o.max_new_tokens = 24;
   o.stop_tokens = {-1};
   const std::vector<TokenId> first = {9707, 1879, 0, 5}, second = {9707, 1879, 0, 5, 100, 101};

@@ -83,6 +83,8 @@ struct Batch {
   int* offsets = nullptr;
   int* out_ids = nullptr;
   int* next_ids = nullptr;  // the second copy of the ids (SampleArgs::next_ids): equal to out_ids
+  int hist_len = 0;         // history entries (a spare one follows)
+  static constexpr int kSpare = -7;
   float* probs = nullptr;
   void* ws = nullptr;
   std::size_t ws_bytes = 0;
@@ -100,6 +102,8 @@ struct Batch {
     }
     logits = upload(host_logits);
     params = upload(ps);
+    hist_len = static_cast<int>(hist.size());
+    hist.push_back(kSpare);  // one spare entry: one-row batches append their id there (history_append)
     history = upload(hist);
     offsets = upload(off);
     EXPECT_EQ(cudaMalloc(&out_ids, static_cast<std::size_t>(rows) * sizeof(int)), cudaSuccess);
@@ -138,6 +142,7 @@ struct Batch {
     a.history_offsets = offsets;
     a.out_ids = out_ids;
     a.next_ids = next_ids;
+    a.history_append = rows == 1 ? history : nullptr;
     a.workspace = ws;
     a.workspace_bytes = ws_bytes;
     a.any_penalty = flags.any_penalty;
@@ -165,6 +170,12 @@ struct Batch {
     std::vector<int> next(r.ids.size());
     EXPECT_EQ(cudaMemcpy(next.data(), next_ids, next.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(next, r.ids) << "next_ids must repeat out_ids";
+    if (rows == 1) {  // the id appended after the history, which is otherwise unchanged
+      std::vector<int> h(static_cast<std::size_t>(hist_len) + 1);
+      EXPECT_EQ(cudaMemcpy(h.data(), history, h.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(h.back(), r.ids[0]) << "history_append";
+      EXPECT_EQ(cudaMemcpy(history + hist_len, &kSpare, sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+    }
     if (want_probs) {
       r.probs.resize(host_logits.size());
       EXPECT_EQ(cudaMemcpy(r.probs.data(), probs, r.probs.size() * sizeof(float), cudaMemcpyDeviceToHost),

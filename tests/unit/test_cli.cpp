@@ -190,6 +190,18 @@ TEST_F(Cli, BenchReportsEveryFigureAsJson) {
   // Bytes per decode step: every text matrix once, one embedding row (tiny: hidden 64).
   EXPECT_GT(j["bytes_per_decode_step"].get<double>(), 152064.0 * 64 * 2);
   EXPECT_GT(j["memory"]["weights"].get<double>(), 0.0);
+  EXPECT_EQ(j["repetition_penalty"].get<double>(), 1.0);
+  EXPECT_EQ(j["decode"][0]["steps_ran_ahead"].get<double>(), 0.0);  // the CPU backend runs no step ahead
+}
+
+TEST_F(Cli, BenchDecodesWithARepetitionPenalty) {
+  const fs::path m = tiny_model();
+  CliRun r = cli("bench --model '" + m.string() +
+                 "' --device cpu --prompt-lens 8 --depth 0 --gen 6 --reps 1 --repetition-penalty 1.05 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["repetition_penalty"].get<double>(), 1.05, 1e-6);
+  EXPECT_GT(j["decode"][0]["tok_per_s"].get<double>(), 0.0);
 }
 
 struct ErrorRow {
@@ -234,6 +246,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"generate_fp16_cpu", "generate --model $DIR/tiny --prompt hi --device cpu --precision fp16", "", "fp16"},
         ErrorRow{"bench_no_model", "bench --depth 0", "", "--model DIR or --random"},
         ErrorRow{"bench_bad_depth", "bench --random tiny --depth 1,x", "", "\"x\""},
+        ErrorRow{"bench_bad_penalty", "bench --random tiny --repetition-penalty 0", "", "--repetition-penalty"},
         ErrorRow{"logits_bad_ids", "logits --model $DIR/tiny --ids 1,x --out $DIR/l.npy", "", "\"x\""}),
     [](const auto& row) { return std::string(row.param.name); });
 

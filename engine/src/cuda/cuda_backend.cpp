@@ -100,7 +100,10 @@ Status CudaBackend::take_sampled(int slot, std::size_t n_seqs, ForwardOutput& ou
   const std::int32_t* ids = out_ids_host_ + static_cast<std::size_t>(slot) * sample_rows_;
   out.logits.clear();
   out.sampled.assign(ids, ids + n_seqs);
-  if (ahead_.active) ahead_.token = out.sampled[0];
+  if (ahead_.active) {
+    ahead_.token = out.sampled[0];
+    if (ahead_.penalty) ahead_.history.back() = out.sampled[0];
+  }
   return ok_status();
 }
 
@@ -151,7 +154,8 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
     total += v->size();
   // A step run ahead uses the buffers as they are (the step before it is still running on them).
   if (ahead && (N > ws_tokens_ || R > ws_rows_ || total > meta_ints_ || n_seqs > sample_rows_ || !sparams_ ||
-                mode.any_penalty || graphs_.find(mode.key()) == graphs_.end()))
+                (mode.any_penalty && (!hist_ || hist_total + 1 > hist_cap_)) ||
+                graphs_.find(mode.key()) == graphs_.end()))
     return ok_status();
   if (auto st = ensure_workspace(N, R); !st) return st;
 
@@ -188,14 +192,16 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
                              cudaHostAllocDefault));
       sample_rows_ = cap;
     }
-    if (hist_total > hist_cap_ || !hist_) {
+    // One entry of slack: a one-token step's sampling appends its id for the step run ahead.
+    if (hist_total + 1 > hist_cap_ || !hist_) {
       drop_graphs();
       if (hist_) {
         void* p = hist_;
         release(p);
         hist_ = nullptr;
       }
-      const std::size_t cap = std::max<std::size_t>(hist_total * 2, static_cast<std::size_t>(cache_.shape().tokens()));
+      const std::size_t cap =
+          std::max<std::size_t>(hist_total * 2, static_cast<std::size_t>(cache_.shape().tokens())) + 1;
       auto p = alloc(cap * sizeof(std::int32_t), "sampling history");
       if (!p) return p.error();
       hist_ = static_cast<std::int32_t*>(*p);
@@ -276,7 +282,9 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const std::size_t skip = ahead ? o.pos : 0;
   CUDA_TRY(cudaMemcpyAsync(meta_ + skip, host + skip, (total - skip) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
                            stream_));
-  if (mode.on && mode.any_penalty) {
+  // A step run ahead has its history on the device already: the previous upload plus the ids its
+  // predecessors' sampling appended.
+  if (mode.on && mode.any_penalty && !ahead) {
     std::size_t h = 0;
     for (const SequenceInput& in : batch) {
       static_assert(sizeof(TokenId) == sizeof(std::int32_t));

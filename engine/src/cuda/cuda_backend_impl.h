@@ -240,6 +240,8 @@ class CudaBackend final : public Backend {
     SamplingParams sampling;
     std::uint64_t sample_step = 0;
     TokenId token = -1;                  // the id it reads on the device, once known on the host
+    bool penalty = false;                // a repetition penalty: `history` is the step's history
+    std::vector<TokenId> history;        // the previous step's history + `token`
     int slot = 0;                        // its host slot
   };
   DecodeAhead ahead_;

@@ -9,11 +9,13 @@
 // step (ahead_matches), else it waits for the step and gives its cache reservation back
 // (cancel_ahead): results never depend on whether a step ran ahead.
 //
-// Only single-sequence steps without a repetition penalty run ahead (the penalty's history would
-// need the id on the host); COSMOS_DECODE_AHEAD=0 turns it off. The step run ahead writes its K/V
+// Only single-sequence steps run ahead. With a repetition penalty, the step's sampling also appends
+// its id to the history on the device (SampleArgs::history_append), and the caller's history must
+// be the previous one plus that id. COSMOS_DECODE_AHEAD=0 turns it off. The step run ahead writes its K/V
 // at the sequence's next cache slot, beyond the committed length, in a block it reserved; if the
 // caller frees or truncates the sequence meanwhile, later writes to that block are ordered after
 // it on the backend's one stream.
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -39,12 +41,15 @@ bool CudaBackend::ahead_matches(std::span<const SequenceInput> batch) const {
          in.embedding_rows.empty() && !in.all_logits && in.positions == ahead_.positions && p != nullptr &&
          p->temperature == a.temperature && p->top_k == a.top_k && p->top_p == a.top_p && p->min_p == a.min_p &&
          p->repetition_penalty == a.repetition_penalty && p->seed == a.seed &&
-         (p->greedy() || in.sample_step == ahead_.sample_step) && cache_.valid(in.seq) &&
+         (p->greedy() || in.sample_step == ahead_.sample_step) &&
+         (!ahead_.penalty || std::equal(in.history.begin(), in.history.end(), ahead_.history.begin(),
+                                        ahead_.history.end())) &&
+         cache_.valid(in.seq) &&
          cache_.length(in.seq) == ahead_.start;
 }
 
 Status CudaBackend::start_ahead(std::span<const SequenceInput> batch, const SampleMode& mode) {
-  if (!ahead_enabled_ || batch.size() != 1 || !mode.on || mode.any_penalty) return ok_status();
+  if (!ahead_enabled_ || batch.size() != 1 || !mode.on) return ok_status();
   const SequenceInput& in = batch[0];
   if (in.tokens.size() != 1 || !in.embedding_rows.empty() || in.all_logits) return ok_status();
   ahead_.seq = in.seq;
@@ -57,12 +62,21 @@ Status CudaBackend::start_ahead(std::span<const SequenceInput> batch, const Samp
   ahead_.sampling = *in.sampling;
   ahead_.sample_step = in.sample_step + 1;
   ahead_.token = -1;
+  // With a repetition penalty the step's history is this one's plus the id (its last entry, set
+  // when the id is known); the caller's must equal it.
+  ahead_.penalty = mode.any_penalty;
+  ahead_.history.clear();
+  if (ahead_.penalty) {
+    ahead_.history.assign(in.history.begin(), in.history.end());
+    ahead_.history.push_back(0);
+  }
   SequenceInput next;
   next.seq = in.seq;
   next.tokens = {0};  // placeholder: the step reads its id from the device
   next.positions = ahead_.positions;
   next.sampling = &ahead_.sampling;
   next.sample_step = ahead_.sample_step;
+  next.history = ahead_.history;
   const std::span<const SequenceInput> one(&next, 1);
   auto planned = plan_batch(one, cache_, config_.vocab_size);
   if (!planned) return ok_status();  // e.g. the cache is full: the next step runs when asked for
