@@ -183,6 +183,13 @@ TEST_F(DecodeAheadTest, FreeingOrTruncatingTheSequenceMeanwhile) {
   out = both({step(sa, {out.sampled[0]}, &greedy)}, {step(sq, {out.sampled[0]}, &greedy)});
   EXPECT_TRUE(out.ran_ahead);
   held_ = 0;
+  // A truncation to the same length gives back the block reserved for the pending step; asking
+  // for exactly that step then computes it afresh (into a block reserved again).
+  ahead_->kv_cache().truncate(sa, 32);
+  plain_->kv_cache().truncate(sq, 32);
+  EXPECT_EQ(ahead_->kv_cache().free_blocks(), plain_->kv_cache().free_blocks());
+  out = both({step(sa, {out.sampled[0]}, &greedy)}, {step(sq, {out.sampled[0]}, &greedy)});
+  EXPECT_FALSE(out.ran_ahead);
   ahead_->kv_cache().truncate(sa, 20);
   plain_->kv_cache().truncate(sq, 20);
   a = step(sa, {1, 2, 3}, nullptr);

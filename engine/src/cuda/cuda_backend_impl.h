@@ -153,6 +153,7 @@ class CudaBackend final : public Backend {
   // taking its result, or waiting for it and giving its cache reservation back.
   void choose_decode_ahead();
   bool ahead_matches(std::span<const SequenceInput> batch) const;
+  bool slot_still_reserved() const;
   Status start_ahead(std::span<const SequenceInput> batch, const SampleMode& mode);
   Status collect_ahead(std::span<const SequenceInput> batch, ForwardOutput& out);
   Status cancel_ahead();
@@ -243,6 +244,7 @@ class CudaBackend final : public Backend {
     bool penalty = false;                // a repetition penalty: `history` is the step's history
     std::vector<TokenId> history;        // the previous step's history + `token`
     int slot = 0;                        // its host slot
+    int kv_slot = 0;                     // the cache slot its K/V went to
   };
   DecodeAhead ahead_;
   bool ahead_enabled_ = true;

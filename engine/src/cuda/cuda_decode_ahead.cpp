@@ -44,8 +44,16 @@ bool CudaBackend::ahead_matches(std::span<const SequenceInput> batch) const {
          (p->greedy() || in.sample_step == ahead_.sample_step) &&
          (!ahead_.penalty || std::equal(in.history.begin(), in.history.end(), ahead_.history.begin(),
                                         ahead_.history.end())) &&
-         cache_.valid(in.seq) &&
-         cache_.length(in.seq) == ahead_.start;
+         cache_.valid(in.seq) && cache_.length(in.seq) == ahead_.start && slot_still_reserved();
+}
+
+// The cache slot the step wrote its K/V to is still the sequence's next one: a truncation to the
+// same length gives back the block reserved for it, and a later reservation may take another.
+bool CudaBackend::slot_still_reserved() const {
+  const int bs = cache_.shape().block_size;
+  const auto table = cache_.block_table(ahead_.seq);
+  const std::size_t block = static_cast<std::size_t>(ahead_.start / bs);
+  return block < table.size() && table[block] * bs + ahead_.start % bs == ahead_.kv_slot;
 }
 
 Status CudaBackend::start_ahead(std::span<const SequenceInput> batch, const SampleMode& mode) {
@@ -86,6 +94,7 @@ Status CudaBackend::start_ahead(std::span<const SequenceInput> batch, const Samp
     return st;
   }
   ahead_.slot = slot_;
+  ahead_.kv_slot = planned->tokens[0].slot;
   ahead_.active = true;
   return ok_status();
 }
