@@ -9,6 +9,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The sum of every thread's `ss` over the block (one row), in a fixed order: warp shuffles, then the
+// warps' sums in warp order; every thread gets it.
+__device__ __forceinline__ float block_sum(float ss) {
+  __shared__ float warp_sums[kThreads / 32];
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kThreads / 32; ++k) total += warp_sums[k];
+  return total;
+}
+
 template <typename Out>
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* __restrict__ x, int x_stride,
                                                             const __nv_bfloat16* __restrict__ w, Out* __restrict__ y,
@@ -19,14 +32,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* __restr
   Out* yr = y + static_cast<std::size_t>(blockIdx.x) * d;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < d; i += kThreads) ss += xr[i] * xr[i];
-  __shared__ float warp_sums[kThreads / 32];
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kThreads / 32; ++k) total += warp_sums[k];
-  const float inv = rsqrtf(total / static_cast<float>(d) + eps);
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(d) + eps);
   for (int i = threadIdx.x; i < d; i += kThreads) store_elem(yr, i, __bfloat162float(w[i]) * (xr[i] * inv));
 }
 
@@ -73,14 +79,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_vec_kernel(const float* __r
       ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
   }
-  __shared__ float warp_sums[kThreads / 32];
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kThreads / 32; ++k) total += warp_sums[k];
-  const float inv = rsqrtf(total / static_cast<float>(d) + eps);
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(d) + eps);
   const auto* w4 = reinterpret_cast<const uint2*>(w);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {

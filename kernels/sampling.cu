@@ -55,6 +55,11 @@ float sample_top_p_threshold(float top_p) { return top_p_threshold(top_p); }
 
 std::size_t sample_workspace_bytes(int rows, int vocab) { return layout(rows, vocab).total; }
 
+cudaError_t sample_workspace_init(void* workspace, int rows, int vocab, cudaStream_t stream) {
+  const Layout l = layout(rows, vocab);
+  return cudaMemsetAsync(static_cast<unsigned char*>(workspace) + l.counters, 0, l.hist_k - l.counters, stream);
+}
+
 std::size_t launch_sample(const SampleArgs& a, cudaStream_t stream) {
   if (a.rows <= 0 || a.rows > 65535 || !a.out_ids) return 0;
   const std::size_t ids_bytes = static_cast<std::size_t>(a.rows) * sizeof(int);
@@ -85,15 +90,19 @@ std::size_t launch_sample(const SampleArgs& a, cudaStream_t stream) {
   const bool top_p = sample && a.need_sort && !a.skip_top_p;
   if (a.history_append && (a.rows != 1 || !a.history_offsets)) return 0;
   const Job j{a.logits, a.params, a.history, a.history_offsets, a.out_ids, a.next_ids, a.history_append, a.probs_out,
-              a.rows,   a.vocab,  a.all_greedy, top_k,         top_p};
-  // Zeroed each launch: the ticket counters, and the histograms when top-k / top-p run.
-  const std::size_t zero = top_k || top_p ? l.zero_end : l.hist_k;
-  const std::size_t words = zero / sizeof(uint4);
-  const unsigned prep_blocks =
-      a.any_penalty ? static_cast<unsigned>((a.vocab + kPenaltyIds - 1) / kPenaltyIds)
-                    : static_cast<unsigned>(std::min<std::size_t>((words + kThreads - 1) / kThreads, 64));
-  launch_prep_pass(dim3(prep_blocks, a.any_penalty ? a.rows : 1), stream, j, reinterpret_cast<uint4*>(base), words,
-                   a.any_penalty);
+              a.rows,   a.vocab,  a.all_greedy, top_k,         top_p,          a.all_greedy && a.any_penalty};
+  // Zeroed by prep: the ticket counters, and the histograms when top-k / top-p run. An all-greedy
+  // launch runs no prep (one kernel boundary less per decode step): its only counter, stats', is
+  // zero from sample_workspace_init or the launch before, and stats applies the penalty.
+  const std::size_t zero = sample ? (top_k || top_p ? l.zero_end : l.hist_k) : 0;
+  if (sample) {
+    const std::size_t words = zero / sizeof(uint4);
+    const unsigned prep_blocks =
+        a.any_penalty ? static_cast<unsigned>((a.vocab + kPenaltyIds - 1) / kPenaltyIds)
+                      : static_cast<unsigned>(std::min<std::size_t>((words + kThreads - 1) / kThreads, 64));
+    launch_prep_pass(dim3(prep_blocks, a.any_penalty ? a.rows : 1), stream, j, reinterpret_cast<uint4*>(base), words,
+                     a.any_penalty);
+  }
 
   const dim3 grid(static_cast<unsigned>(l.nb), static_cast<unsigned>(a.rows));
   launch_stats_pass(grid, stream, j, w);

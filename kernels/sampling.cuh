@@ -11,12 +11,14 @@
 // How (no sort of the vocabulary; every pass is a kernel over the whole row, 1024 logits per block,
 // 149 blocks per row for 152064; rows add blocks, not passes; the kernels form one programmatic-
 // dependent-launch chain, kernels/pdl.cuh):
-//   1. prep: zeroes the workspace's counters and histograms; repetition penalty: block b of a row
-//      owns ids [b * 32768, (b + 1) * 32768) with a shared-memory bitset, and the history entry that
-//      sets an id's bit penalizes its logit, so each distinct id is penalized once (HF's
-//      gather/scatter);
+//   1. prep (not for all-greedy launches): zeroes the workspace's counters and histograms;
+//      repetition penalty: block b of a row owns ids [b * 32768, (b + 1) * 32768) with a
+//      shared-memory bitset, and the history entry that sets an id's bit penalizes its logit, so
+//      each distinct id is penalized once (HF's gather/scatter);
 //   2. stats: NaN -> -inf, the max and its first index, logits / temperature written in place;
-//      greedy rows are done here (the last block of a row writes the id);
+//      greedy rows are done here (the last block of a row writes the id and sets its ticket
+//      counter back to zero); in an all-greedy launch stats applies the penalty itself, each block
+//      to its 1,024 ids with a bitset over the history, so greedy decoding is one kernel;
 //   3. top-k (2 passes): radix select of the k-th largest processed logit on its order-preserving
 //      32-bit key, digits of 11 + 11 + 10 bits (the first counted in stats), counting duplicates
 //      like torch.topk;
@@ -35,13 +37,14 @@
 // from the global histograms / block partials (same data, same order: deterministic), so only stats
 // and final need a last-block reduction.
 //
-// Measured on an H200 (vocab 152064, CUDA graph replay, logits in L2 from the lm_head):
+// Measured on an H200 (vocab 152064, CUDA graph replay, logits in L2 from the lm_head), with the
+// prep pass that all-greedy launches no longer run:
 //   greedy 5 us (6 us for 4 rows); greedy + penalty over 2000 ids 9 us (10);
 //   temperature only 13 us (18); temperature + top_p + penalty 36 us (52);
 //   top_k + top_p + min_p + penalty 40 us (58).
 // Each pass costs 3-8 us, almost all latency (launch, L2 round trips, block barriers): a pass reads
 // the 608 KB row from L2 (about 0.1 us of bandwidth), so the cost is the number of passes:
-// 2 kernels for greedy, 4 for temperature, + 4 for top-p, + 2 for top-k.
+// 1 kernel for greedy, 4 for temperature, + 4 for top-p, + 2 for top-k.
 //
 // Differences from the CPU Sampler:
 //   - The draw: same distribution, another random stream (Philox; the CPU uses mt19937_64, so ids
@@ -106,6 +109,11 @@ struct SampleArgs {
 // Workspace bytes for up to `rows` rows of `vocab` logits (per row: 72 KB of histograms, the
 // candidate weights (4 B per logit) and 36 B per 1024 logits: 0.69 MB for 152064).
 std::size_t sample_workspace_bytes(int rows, int vocab);
+
+// Zeroes the workspace's ticket counters (enqueued on `stream`); call it once after allocating a
+// workspace for up to `rows` rows, before its first launch. Every launch leaves the counter that
+// an all-greedy launch uses at zero; nothing else in the workspace needs initial values.
+cudaError_t sample_workspace_init(void* workspace, int rows, int vocab, cudaStream_t stream);
 
 // Enqueues the sampling on `stream`. Returns the bytes the kernels move (for GB/s), or 0 when
 // nothing was launched: rows <= 0, a null pointer, or a workspace smaller than needed. vocab <= 0

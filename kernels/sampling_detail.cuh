@@ -63,7 +63,7 @@ struct RowState {
 };
 
 struct Ws {
-  unsigned* counters;            // [rows][kCounters]                        zeroed each launch
+  unsigned* counters;            // [rows][kCounters]  zeroed by prep; stats' counter left at zero
   unsigned* hist_k;              // [rows][3][kBins] top-k digit counts      zeroed
   unsigned long long* hist_p;    // [rows][3][kBins] top-p digit masses      zeroed
   RowState* state;               // [rows]
@@ -88,6 +88,7 @@ struct Job {
   float* probs;
   int rows, vocab;
   bool all_greedy, top_k, top_p;  // top_k / top_p: their passes run
+  bool stats_penalty;  // all-greedy launches skip prep: stats applies the repetition penalty itself
 };
 
 // fp32(1 - top_p) with top_p's shortest round-trip decimal, like the CPU Sampler (which prints it

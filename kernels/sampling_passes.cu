@@ -70,6 +70,28 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(Job j, Ws w) {
   float v[kItems];
   load_items(x, sl.base, j.vocab, v, -kInf);
   const Eff e = effective(j.params[row]);
+  // All-greedy launches run no prep pass: the repetition penalty of this block's 1,024 ids is
+  // applied here, each distinct history id once (a shared bitset), to the raw logit as prep would.
+  bool penalized = false;
+  if (j.stats_penalty && e.rp != 1.0f) {  // uniform in the block
+    __shared__ unsigned bits[kChunk / 32];
+    for (int i = threadIdx.x; i < kChunk / 32; i += kThreads) bits[i] = 0;
+    __syncthreads();
+    const int lo = static_cast<int>(blockIdx.x) * kChunk;
+    for (int i = j.hoff[row] + static_cast<int>(threadIdx.x); i < j.hoff[row + 1]; i += kThreads) {
+      const int id = j.history[i];
+      if (id >= lo && id < lo + kChunk && id < j.vocab) atomicOr(&bits[(id - lo) >> 5], 1u << ((id - lo) & 31));
+    }
+    __syncthreads();
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+      const int k = sl.base + it - lo;
+      if (sl.base + it < j.vocab && (bits[k >> 5] >> (k & 31) & 1u)) {
+        v[it] = v[it] < 0.0f ? v[it] * e.rp : v[it] / e.rp;
+        penalized = true;
+      }
+    }
+  }
   const bool greedy = j.all_greedy || e.t <= 0.0f;
   const bool divide = !greedy && e.t != 1.0f;
   const bool topk = j.top_k && !greedy && e.k > 0 && e.k < j.vocab;
@@ -90,7 +112,7 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(Job j, Ws w) {
     }
     if (topk && sl.base + it < j.vocab) atomicAdd(&hist[key_of(v[it]) >> 21], 1u);
   }
-  if (any_nan || divide) store_items(x, sl.base, j.vocab, v);
+  if (any_nan || divide || penalized) store_items(x, sl.base, j.vocab, v);
   best = block_best(best);
   const std::size_t first = static_cast<std::size_t>(row) * w.nb;
   if (threadIdx.x == 0) {
@@ -100,6 +122,7 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(Job j, Ws w) {
   unsigned* ghist = w.hist_k + static_cast<std::size_t>(row) * 3 * kBins;
   if (topk) flush_hist(ghist, hist, kBins);
   if (!arrive_last(&w.counters[row * kCounters + kCtrStats])) return;
+  if (threadIdx.x == 0) w.counters[row * kCounters + kCtrStats] = 0;  // for the next launch (no prep when greedy)
 
   Best<float> r{-kInf, INT_MAX};
   for (int b = threadIdx.x; b < w.nb; b += kThreads)

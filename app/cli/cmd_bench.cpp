@@ -40,7 +40,9 @@ struct BenchArgs {
   int gen = 256;
   int reps = 5;
   int threads = 0;
-  float repetition_penalty = 1.0f;  // greedy decoding with this penalty (the app's default is 1.05)
+  float repetition_penalty = 1.0f;  // decoding with this repetition penalty (the app's default is 1.05)
+  float temperature = 0.0f;         // 0: greedy; the app's default is 0.6 with top_p 0.95
+  float top_p = 1.0f;
   bool json = false;
 };
 
@@ -205,32 +207,39 @@ int run_bench(const BenchArgs& a) {
     for (auto& id : ids) id = static_cast<TokenId>(rng() % 151643);
     return ids;
   };
-  // Greedy next token, sampled on the device where the backend can (only the id comes back, as in
-  // the app), else from the logits on the host.
-  // With --repetition-penalty, over the prompt and the tokens so far (`history`).
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  greedy.repetition_penalty = a.repetition_penalty;
+  // The next token, sampled on the device where the backend can (only the id comes back, as in
+  // the app), else from the logits on the host: greedy by default; --temperature / --top-p draw
+  // (seeded, one draw counter per step, as a Session does) and --repetition-penalty penalizes the
+  // prompt and the tokens so far (`history`).
+  SamplingParams sampling;
+  sampling.temperature = a.temperature;
+  sampling.top_p = a.top_p;
+  sampling.repetition_penalty = a.repetition_penalty;
+  sampling.seed = 7;
   const bool penalty = a.repetition_penalty != 1.0f;
   std::vector<TokenId> history;
+  std::uint64_t draw = 0;
   auto forward = [&](SeqId seq, std::vector<TokenId> ids, ForwardOutput& out) -> Status {
     SequenceInput in;
     in.seq = seq;
     in.tokens = std::move(ids);
     if (penalty) history.insert(history.end(), in.tokens.begin(), in.tokens.end());
     if (b.samples_on_device()) {
-      in.sampling = &greedy;
+      in.sampling = &sampling;
       in.history = history;
+      in.sample_step = draw;
     }
     return b.forward(std::span<const SequenceInput>(&in, 1), out);
   };
   std::vector<float> row_copy;
+  Sampler host_sampler(sampling);
   auto next_token = [&](const ForwardOutput& out) {
+    ++draw;
     if (!out.sampled.empty()) return out.sampled[0];
-    if (!penalty) return argmax(out.row(0));
+    if (!penalty && sampling.greedy()) return argmax(out.row(0));
     const auto row = out.row(0);
     row_copy.assign(row.begin(), row.end());
-    return Sampler(greedy).sample(row_copy, history);
+    return host_sampler.sample(row_copy, history);
   };
 
   nlohmann::json prefill = nlohmann::json::array(), decode = nlohmann::json::array();
@@ -288,6 +297,8 @@ int run_bench(const BenchArgs& a) {
       {"reps", a.reps},
       {"gen_tokens", a.gen},
       {"repetition_penalty", a.repetition_penalty},
+      {"temperature", a.temperature},
+      {"top_p", a.top_p},
       {"prefill", prefill},
       {"decode", decode},
       {"memory", {{"weights", m.weights}, {"kv_cache", m.kv_cache}, {"workspace", m.workspace}, {"host", m.host}, {"on_gpu", m.on_gpu}}}};
@@ -298,6 +309,11 @@ int run_bench(const BenchArgs& a) {
   std::printf("%s on %s (%s, %s), load %.2f s, copy bandwidth %.0f GB/s\n", result["model"].get<std::string>().c_str(),
               b.device_name().c_str(), std::string(b.name()).c_str(), std::string(to_string(b.precision())).c_str(),
               load_s, copy_gbps);
+  if (sampling.greedy())
+    std::printf("decoding: greedy, repetition penalty %.2f\n", a.repetition_penalty);
+  else
+    std::printf("decoding: drawn at temperature %.2f, top-p %.2f, repetition penalty %.2f\n", a.temperature, a.top_p,
+                a.repetition_penalty);
   for (const auto& p : prefill)
     std::printf("prefill %5d tokens: %9.1f tok/s, time to first token %.3f s\n", p["prompt_tokens"].get<int>(),
                 p["tok_per_s"].get<double>(), p["ttft_s"].get<double>());
@@ -328,8 +344,15 @@ void register_bench(CLI::App& app, RunFn& run) {
   cmd->add_option("--reps", a->reps)->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all cores)");
   cmd->add_option("--repetition-penalty", a->repetition_penalty,
-                  "decode greedily with this repetition penalty over the prompt and the tokens so far")
+                  "decode with this repetition penalty over the prompt and the tokens so far")
       ->check(CLI::Range(0.01f, 100.0f))
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->temperature,
+                  "0: greedy decoding; above 0 tokens are drawn (the app's default: 0.6 with --top-p 0.95)")
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
+  cmd->add_option("--top-p", a->top_p, "nucleus sampling when drawing (1: off)")
+      ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });

@@ -3,7 +3,8 @@
 # (with --golden) the Hugging Face golden data. Logs go to $OUT; a short table is printed last.
 #   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--quant-7b]
 #                    [--sanitize]
-# --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five).
+# --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five),
+#   and bf16 decoding with the app's default sampling (temperature 0.6, top-p 0.95, penalty 1.05).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time): bench_kernels,
 # bench_gemv_quant, bench_phases (the cost of a phase boundary), bench_attention (prefill attention on
@@ -173,6 +174,14 @@ d=' '.join('tg@%d %.1f tok/s (%.0f%%)'%(x['depth'],x['tok_per_s'],x['pct_of_copy
 print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED) | "
     { echo "== bench 7B $prec"; cat "$LOGS/bench7b_$prec.json" "$LOGS/bench7b_$prec.err"; } >> "$OUT/tests.log"
   done
+  # Decoding as the app does by default (drawn at temperature 0.6, top-p 0.95, penalty 1.05), bf16.
+  "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision bf16 --prompt-lens 128 \
+    --depth 0,4096 --gen 128 --reps 3 --temperature 0.6 --top-p 0.95 --repetition-penalty 1.05 --json \
+    > "$LOGS/bench7b_app.json" 2>"$LOGS/bench7b_app.err"
+  bench7b_status+="bf16, app sampling: $(python3 -c "
+import json; j=json.load(open('$LOGS/bench7b_app.json'))
+print(' '.join('tg@%d %.1f tok/s'%(x['depth'],x['tok_per_s']) for x in j['decode']))" 2>/dev/null || echo FAILED) | "
+  { echo "== bench 7B bf16, app sampling"; cat "$LOGS/bench7b_app.json" "$LOGS/bench7b_app.err"; } >> "$OUT/tests.log"
 fi
 if [ $cpu7b = 1 ]; then
   "$bin/cosmos-cli" inspect --model "$big" > "$LOGS/inspect7b.txt" 2>&1

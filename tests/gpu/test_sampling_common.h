@@ -111,7 +111,9 @@ struct Batch {
     EXPECT_EQ(cudaMalloc(&probs, host_logits.size() * sizeof(float) + 16), cudaSuccess);
     ws_bytes = kernels::sample_workspace_bytes(rows, vocab);
     EXPECT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
-    EXPECT_EQ(cudaMemset(ws, 0xA5, ws_bytes), cudaSuccess);  // nothing may rely on a zeroed workspace
+    // Nothing but the ticket counters may rely on initial values (sample_workspace_init).
+    EXPECT_EQ(cudaMemset(ws, 0xA5, ws_bytes), cudaSuccess);
+    EXPECT_EQ(kernels::sample_workspace_init(ws, rows, vocab, nullptr), cudaSuccess);
   }
   ~Batch() {
     for (void* p : {static_cast<void*>(logits), static_cast<void*>(params), static_cast<void*>(history),

@@ -62,6 +62,35 @@ TEST_F(GpuSampling, CapturedGraphMatchesDirectLaunch) {
   cudaFree(pristine);
 }
 
+// All-greedy launches run no prep pass: they rely on stats leaving its ticket counter at zero. One
+// workspace, greedy launches (with and without a penalty, one block per row and many) repeated,
+// between sampled launches (which run prep), each against the CPU.
+TEST_F(GpuSampling, GreedyLaunchesRepeatOnOneWorkspace) {
+  std::mt19937 rng(18);
+  for (int vocab : {37, 152064}) {
+    std::vector<Row> rows;
+    rows.push_back({random_logits(vocab, 2.0f, rng), sp(0.0f, 0, 1.0f, 0.0f, 1.3f), 0, random_history(vocab, 50, rng)});
+    rows.push_back({random_logits(vocab, 2.0f, rng), sp(0.0f), 0, {}});
+    rows.push_back({random_logits(vocab, 2.0f, rng), sp(0.0f, 0, 1.0f, 0.0f, 0.8f), 0, random_history(vocab, 5, rng)});
+    Batch b(rows, vocab);
+    std::vector<Row> sampled = rows;
+    for (Row& r : sampled) r.params = sp(0.9f, 20, 0.9f, 0.0f, 1.1f);
+    for (int round = 0; round < 3; ++round) {
+      for (int again = 0; again < 2; ++again) {
+        const GpuResult g = b.run(round == 1);
+        for (std::size_t r = 0; r < rows.size(); ++r)
+          EXPECT_EQ(g.ids[r], cpu_sample(rows[r])) << "vocab " << vocab << " round " << round << " row " << r;
+      }
+      b.flags = flags_of(sampled);
+      b.set_params(sampled);
+      const GpuResult s = b.run(false);
+      for (int id : s.ids) EXPECT_TRUE(id >= 0 && id < vocab);
+      b.flags = flags_of(rows);
+      b.set_params(rows);
+    }
+  }
+}
+
 TEST_F(GpuSampling, RejectsASmallWorkspace) {
   std::mt19937 rng(16);
   std::vector<Row> rows{{random_logits(100, 1.0f, rng), sp(1.0f), 0, {}}};

@@ -204,6 +204,24 @@ TEST_F(Cli, BenchDecodesWithARepetitionPenalty) {
   EXPECT_GT(j["decode"][0]["tok_per_s"].get<double>(), 0.0);
 }
 
+// The app's default sampling (drawn, top-p, penalty) as a bench option: the draws are seeded, so
+// the run is repeatable, and the settings are reported.
+TEST_F(Cli, BenchDrawsTokensWithTheAppsSampling) {
+  const fs::path m = tiny_model();
+  CliRun r = cli("bench --model '" + m.string() +
+                 "' --device cpu --prompt-lens 8 --depth 0 --gen 6 --reps 1 --temperature 0.6 --top-p 0.95"
+                 " --repetition-penalty 1.05 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["temperature"].get<double>(), 0.6, 1e-6);
+  EXPECT_NEAR(j["top_p"].get<double>(), 0.95, 1e-6);
+  EXPECT_GT(j["decode"][0]["tok_per_s"].get<double>(), 0.0);
+  CliRun text = cli("bench --model '" + m.string() +
+                    "' --device cpu --prompt-lens 8 --depth 0 --gen 2 --reps 1 --temperature 0.6 --top-p 0.95");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("drawn at temperature 0.60, top-p 0.95"), std::string::npos) << text.out;
+}
+
 struct ErrorRow {
   const char* name;
   const char* args;
@@ -247,6 +265,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"bench_no_model", "bench --depth 0", "", "--model DIR or --random"},
         ErrorRow{"bench_bad_depth", "bench --random tiny --depth 1,x", "", "\"x\""},
         ErrorRow{"bench_bad_penalty", "bench --random tiny --repetition-penalty 0", "", "--repetition-penalty"},
+        ErrorRow{"bench_bad_top_p", "bench --random tiny --top-p 1.5", "", "--top-p"},
+        ErrorRow{"bench_bad_temperature", "bench --random tiny --temperature -1", "", "--temperature"},
         ErrorRow{"logits_bad_ids", "logits --model $DIR/tiny --ids 1,x --out $DIR/l.npy", "", "\"x\""}),
     [](const auto& row) { return std::string(row.param.name); });
 

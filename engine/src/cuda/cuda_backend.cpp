@@ -107,6 +107,111 @@ Status CudaBackend::take_sampled(int slot, std::size_t n_seqs, ForwardOutput& ou
   return ok_status();
 }
 
+void CudaBackend::sync_streams() {
+  for (cudaStream_t s : {stream_, up_stream_, ids_stream_})
+    if (s) cudaStreamSynchronize(s);
+}
+
+// The buffers a pass reads besides the workspace: sampling parameters, sampled ids and history,
+// and the metadata, each with two slots; grown (graphs dropped) when a batch needs more.
+Status CudaBackend::ensure_pass_buffers(int n_seqs, std::size_t hist_total, std::size_t meta_total,
+                                        const SampleMode& mode) {
+  if (!step_done_[0]) {
+    for (auto* events : {&step_done_, &pass_done_, &up_done_})
+      for (cudaEvent_t& e : *events) CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CUDA_TRY(cudaStreamCreateWithFlags(&ids_stream_, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&up_stream_, cudaStreamNonBlocking));
+  }
+  const bool grow_sampling = mode.on && (n_seqs > sample_rows_ || !sparams_dev_[0]);
+  const bool grow_hist = mode.on && (hist_total + 1 > hist_cap_ || !hist_);
+  const bool grow_meta = meta_total > meta_ints_;
+  if (!grow_sampling && !grow_hist && !grow_meta) return ok_status();
+  sync_streams();
+  drop_graphs();
+  if (grow_sampling) {
+    release(sparams_dev_[0]);
+    release(sample_ws_);
+    void* ids = out_ids_dev_[0];
+    release(ids);
+    if (sparams_host_) cudaFreeHost(sparams_host_);
+    if (out_ids_host_) cudaFreeHost(out_ids_host_);
+    sparams_dev_[0] = sparams_dev_[1] = sparams_ = nullptr;
+    out_ids_dev_[0] = out_ids_dev_[1] = out_ids_ = nullptr;
+    sparams_last_[0].clear();
+    sparams_last_[1].clear();
+    sparams_host_ = nullptr;
+    out_ids_host_ = nullptr;
+    const int cap = std::max(n_seqs, 4);
+    auto p = alloc(2 * cap * sizeof(kernels::SampleParams), "sampling parameters");
+    if (!p) return p.error();
+    sparams_dev_[0] = *p;
+    sparams_dev_[1] = static_cast<kernels::SampleParams*>(*p) + cap;
+    auto q = alloc(2 * cap * sizeof(std::int32_t), "sampled ids");
+    if (!q) return q.error();
+    out_ids_dev_[0] = static_cast<std::int32_t*>(*q);
+    out_ids_dev_[1] = out_ids_dev_[0] + cap;
+    sample_ws_bytes_ = kernels::sample_workspace_bytes(cap, config_.vocab_size);
+    auto w = alloc(sample_ws_bytes_, "sampling workspace");
+    if (!w) return w.error();
+    sample_ws_ = *w;
+    CUDA_TRY(kernels::sample_workspace_init(sample_ws_, cap, config_.vocab_size, stream_));
+    CUDA_TRY(cudaHostAlloc(&sparams_host_, 2 * cap * sizeof(kernels::SampleParams), cudaHostAllocDefault));
+    CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&out_ids_host_), 2 * cap * sizeof(std::int32_t),
+                           cudaHostAllocDefault));
+    sample_rows_ = cap;
+  }
+  if (grow_hist) {
+    // One entry of slack: a one-token step's sampling appends its id for the step run ahead.
+    void* h = hist_;
+    release(h);
+    hist_ = nullptr;
+    const std::size_t cap = std::max<std::size_t>(hist_total * 2, static_cast<std::size_t>(cache_.shape().tokens())) + 1;
+    auto p = alloc(cap * sizeof(std::int32_t), "sampling history");
+    if (!p) return p.error();
+    hist_ = static_cast<std::int32_t*>(*p);
+    hist_cap_ = cap;
+  }
+  if (grow_meta) {
+    void* m = meta_dev_[0];
+    release(m);
+    meta_dev_[0] = meta_dev_[1] = meta_ = meta_next_ = nullptr;
+    if (meta_host_) cudaFreeHost(meta_host_);
+    meta_host_ = nullptr;
+    const std::size_t cap = std::max<std::size_t>(meta_total * 2, 1024);
+    auto d = alloc(2 * cap * sizeof(std::int32_t), "batch metadata");
+    if (!d) return d.error();
+    meta_dev_[0] = static_cast<std::int32_t*>(*d);
+    meta_dev_[1] = meta_dev_[0] + cap;
+    CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&meta_host_), 2 * cap * sizeof(std::int32_t), cudaHostAllocDefault));
+    meta_ints_ = cap;
+  }
+  return ok_status();
+}
+
+void CudaBackend::select_slot(int slot) {
+  meta_ = meta_dev_[slot];
+  meta_next_ = meta_dev_[slot ^ 1];
+  sparams_ = sparams_dev_[slot];
+  out_ids_ = out_ids_dev_[slot];
+}
+
+// Captures a one-token step reading slot `slot`'s buffers (nothing runs: the graph is recorded).
+Status CudaBackend::capture_step(const SampleMode& mode, int slot, const std::vector<int>& rows, const MetaOffsets& o) {
+  select_slot(slot);
+  cudaGraph_t graph = nullptr;
+  CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  const Status st = enqueue(1, rows, o, static_cast<int>(cache_.shape().tokens()), mode);
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  if (!st) return st;
+  if (end != cudaSuccess) return fail(cuda_error(end, "cudaStreamEndCapture", __FILE__, __LINE__));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (inst != cudaSuccess) return fail(cuda_error(inst, "cudaGraphInstantiate", __FILE__, __LINE__));
+  graphs_[graph_key(mode, slot)] = exec;
+  return ok_status();
+}
+
 Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan& plan, const SampleMode& mode,
                            bool ahead, bool& submitted) {
   submitted = false;
@@ -153,107 +258,46 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   for (const auto* v : {&ids, &pos, &slots, &table_off, &ctx, &sq_start, &sq_len, &sq_ctx0, &sq_toff, &hist_off, &tables})
     total += v->size();
   // A step run ahead uses the buffers as they are (the step before it is still running on them).
-  if (ahead && (N > ws_tokens_ || R > ws_rows_ || total > meta_ints_ || n_seqs > sample_rows_ || !sparams_ ||
+  const int next_slot = slot_ ^ 1;
+  if (ahead && (N > ws_tokens_ || R > ws_rows_ || total > meta_ints_ || n_seqs > sample_rows_ || !sparams_dev_[0] ||
                 (mode.any_penalty && (!hist_ || hist_total + 1 > hist_cap_)) ||
-                graphs_.find(mode.key()) == graphs_.end()))
+                graphs_.find(graph_key(mode, next_slot)) == graphs_.end()))
     return ok_status();
   if (auto st = ensure_workspace(N, R); !st) return st;
+  if (auto st = ensure_pass_buffers(n_seqs, hist_total, total, mode); !st) return st;
 
-  // Sampling inputs: parameters per sequence, and the penalty history when a penalty is on.
+  // This pass's slot: the other one may still feed the pass before it.
+  slot_ = next_slot;
+  const int slot = slot_;
+  select_slot(slot);
+  // The uploads go on up_stream_ once the slot's last pass has read its buffers (and its ids copy
+  // has read out_ids_), so they overlap the pass before this one; this pass waits for them.
+  CUDA_TRY(cudaStreamWaitEvent(up_stream_, pass_done_[slot], 0));
+  CUDA_TRY(cudaStreamWaitEvent(up_stream_, step_done_[slot], 0));
   if (mode.on) {
-    if (n_seqs > sample_rows_ || !sparams_) {
-      drop_graphs();
-      release(sparams_);
-      release(sample_ws_);
-      if (out_ids_) {
-        void* p = out_ids_;
-        release(p);
-        out_ids_ = nullptr;
-      }
-      if (sparams_host_) cudaFreeHost(sparams_host_);
-      if (out_ids_host_) cudaFreeHost(out_ids_host_);
-      sparams_last_.clear();
-      sparams_host_ = nullptr;
-      out_ids_host_ = nullptr;
-      const int cap = std::max(n_seqs, 4);
-      auto p = alloc(cap * sizeof(kernels::SampleParams), "sampling parameters");
-      if (!p) return p.error();
-      sparams_ = *p;
-      auto q = alloc(cap * sizeof(std::int32_t), "sampled ids");
-      if (!q) return q.error();
-      out_ids_ = static_cast<std::int32_t*>(*q);
-      sample_ws_bytes_ = kernels::sample_workspace_bytes(cap, c.vocab_size);
-      auto w = alloc(sample_ws_bytes_, "sampling workspace");
-      if (!w) return w.error();
-      sample_ws_ = *w;
-      // Two host slots each: a step's, and the one run ahead of it.
-      CUDA_TRY(cudaHostAlloc(&sparams_host_, 2 * cap * sizeof(kernels::SampleParams), cudaHostAllocDefault));
-      CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&out_ids_host_), 2 * cap * sizeof(std::int32_t),
-                             cudaHostAllocDefault));
-      sample_rows_ = cap;
-    }
-    // One entry of slack: a one-token step's sampling appends its id for the step run ahead.
-    if (hist_total + 1 > hist_cap_ || !hist_) {
-      drop_graphs();
-      if (hist_) {
-        void* p = hist_;
-        release(p);
-        hist_ = nullptr;
-      }
-      const std::size_t cap =
-          std::max<std::size_t>(hist_total * 2, static_cast<std::size_t>(cache_.shape().tokens())) + 1;
-      auto p = alloc(cap * sizeof(std::int32_t), "sampling history");
-      if (!p) return p.error();
-      hist_ = static_cast<std::int32_t*>(*p);
-      hist_cap_ = cap;
-    }
-  }
-  if (total > meta_ints_) {
-    drop_graphs();
-    void* p = meta_;
-    release(p);
-    meta_ = nullptr;
-    if (meta_host_) cudaFreeHost(meta_host_);
-    meta_host_ = nullptr;
-    const std::size_t cap = std::max<std::size_t>(total * 2, 1024);
-    auto d = alloc(cap * sizeof(std::int32_t), "batch metadata");
-    if (!d) return d.error();
-    meta_ = static_cast<std::int32_t*>(*d);
-    CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&meta_host_), 2 * cap * sizeof(std::int32_t), cudaHostAllocDefault));
-    meta_ints_ = cap;
-  }
-  if (!step_done_[0]) {
-    for (cudaEvent_t& e : step_done_) CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    for (cudaEvent_t& e : pass_done_) CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    CUDA_TRY(cudaStreamCreateWithFlags(&ids_stream_, cudaStreamNonBlocking));
-  }
-
-  // This step's host slot: the other one may still feed the step before it.
-  slot_ ^= 1;
-  const std::size_t slot = static_cast<std::size_t>(slot_);
-  if (mode.on) {
-    // Uploaded when they differ from the last upload (greedy rows do not draw: their counter is 0),
-    // so a run of greedy steps copies nothing here.
-    auto* sp = static_cast<kernels::SampleParams*>(sparams_host_) + slot * sample_rows_;
-    bool same = sparams_last_.size() == batch.size();
+    // Uploaded when they differ from the slot's last upload (greedy rows do not draw: their counter
+    // is 0), so a run of greedy steps copies nothing here.
+    auto* sp = static_cast<kernels::SampleParams*>(sparams_host_) + static_cast<std::size_t>(slot) * sample_rows_;
+    std::vector<kernels::SampleParams>& last = sparams_last_[slot];
+    bool same = last.size() == batch.size();
     for (std::size_t s = 0; s < batch.size(); ++s) {
       const SamplingParams& p = *batch[s].sampling;
       sp[s] = kernels::SampleParams{p.temperature, p.top_k, p.top_p, p.min_p, p.repetition_penalty, p.seed,
                                     p.greedy() ? 0 : batch[s].sample_step};
-      const kernels::SampleParams& l = same ? sparams_last_[s] : sp[s];
+      const kernels::SampleParams& l = same ? last[s] : sp[s];
       same = same && l.temperature == sp[s].temperature && l.top_k == sp[s].top_k && l.top_p == sp[s].top_p &&
              l.min_p == sp[s].min_p && l.repetition_penalty == sp[s].repetition_penalty && l.seed == sp[s].seed &&
              l.step == sp[s].step;
     }
     if (!same) {
       CUDA_TRY(cudaMemcpyAsync(sparams_, sp, batch.size() * sizeof(kernels::SampleParams), cudaMemcpyHostToDevice,
-                               stream_));
-      sparams_last_.assign(sp, sp + batch.size());
+                               up_stream_));
+      last.assign(sp, sp + batch.size());
     }
   }
 
-  // One upload of all the small int arrays (and the history), from a pinned mirror. A step run
-  // ahead leaves the ids out: the step before it wrote them there on the device (its sampled ids).
+  // One upload of all the small int arrays, from the slot's pinned mirror. A step run ahead leaves
+  // the ids out: the step before it wrote them there on the device (its sampled ids).
   MetaOffsets o;
   std::size_t at = 0;
   auto place = [&](const std::vector<std::int32_t>& v) {
@@ -273,7 +317,7 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   o.hist_off = place(hist_off);
   o.tab = place(tables);  // last: its length changes as sequences grow, the offsets before it do not
   o.n_seqs = n_seqs;
-  std::int32_t* host = meta_host_ + slot * meta_ints_;
+  std::int32_t* host = meta_host_ + static_cast<std::size_t>(slot) * meta_ints_;
   at = 0;
   for (const auto* v : {&ids, &pos, &slots, &table_off, &ctx, &sq_start, &sq_len, &sq_ctx0, &sq_toff, &hist_off, &tables}) {
     if (!v->empty()) std::memcpy(host + at, v->data(), v->size() * sizeof(std::int32_t));
@@ -281,9 +325,11 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   }
   const std::size_t skip = ahead ? o.pos : 0;
   CUDA_TRY(cudaMemcpyAsync(meta_ + skip, host + skip, (total - skip) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                           stream_));
+                           up_stream_));
+  CUDA_TRY(cudaEventRecord(up_done_[slot], up_stream_));
+  CUDA_TRY(cudaStreamWaitEvent(stream_, up_done_[slot], 0));
   // A step run ahead has its history on the device already: the previous upload plus the ids its
-  // predecessors' sampling appended.
+  // predecessors' sampling appended. Other passes start with nothing running (stream_ order).
   if (mode.on && mode.any_penalty && !ahead) {
     std::size_t h = 0;
     for (const SequenceInput& in : batch) {
@@ -301,25 +347,18 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
       pending_embeddings_.emplace_back(static_cast<int>(t), batch[plan.tokens[t].seq_index].embeddings.data() +
                                                                 static_cast<std::size_t>(plan.tokens[t].embedding_row) * H);
   const bool has_embeddings = !pending_embeddings_.empty();
-  // The previous pass's ids copy (ids_stream_) must have read out_ids_ before this pass's sampling
-  // writes it; it overlaps this pass's uploads above. (No effect before the event's first record.)
-  CUDA_TRY(cudaStreamWaitEvent(stream_, step_done_[slot ^ 1], 0));
   if (N == 1 && !has_embeddings) {
-    // Decode step: replay the captured graph for this sampling mode (capture it the first time).
-    // Attention reads the real length from meta_, so one graph serves every length.
-    auto it = graphs_.find(mode.key());
+    // Decode step: replay the captured graph for this sampling mode and slot (capture it the first
+    // time). Attention reads the real length from the metadata, so one graph serves every length.
+    const int key = graph_key(mode, slot);
+    auto it = graphs_.find(key);
     if (it == graphs_.end()) {
-      cudaGraph_t graph = nullptr;
-      CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      const Status st = enqueue(1, rows, o, static_cast<int>(cache_.shape().tokens()), mode);
-      const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-      if (!st) return st;
-      if (end != cudaSuccess) return fail(cuda_error(end, "cudaStreamEndCapture", __FILE__, __LINE__));
-      cudaGraphExec_t exec = nullptr;
-      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-      cudaGraphDestroy(graph);
-      if (inst != cudaSuccess) return fail(cuda_error(inst, "cudaGraphInstantiate", __FILE__, __LINE__));
-      it = graphs_.emplace(mode.key(), exec).first;
+      // Both slots' graphs at once, so the step run ahead behind this one finds its own.
+      for (const int g : {slot ^ 1, slot})
+        if (graphs_.find(graph_key(mode, g)) == graphs_.end())
+          if (auto st = capture_step(mode, g, rows, o); !st) return st;
+      select_slot(slot);
+      it = graphs_.find(key);
     }
     CUDA_TRY(cudaGraphLaunch(it->second, stream_));
   } else {
@@ -329,13 +368,13 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
     if (const std::string t = gemm_.take_tune_log(); !t.empty()) spdlog::info("cuda backend: GEMM tuning:\n{}", t);
     if (gemm_.tunings() != tunings_saved_) write_tune_cache();
   }
+  CUDA_TRY(cudaEventRecord(pass_done_[slot], stream_));
   if (mode.on) {
-    // The ids go back on a stream of their own, so the next step's uploads (on stream_) need not
-    // wait for the copy; its pass waits for it (above).
-    CUDA_TRY(cudaEventRecord(pass_done_[slot], stream_));
+    // The ids go back on a stream of their own: the next pass (the other slot) need not wait for
+    // the copy; the next uploads into this slot do.
     CUDA_TRY(cudaStreamWaitEvent(ids_stream_, pass_done_[slot], 0));
-    CUDA_TRY(cudaMemcpyAsync(out_ids_host_ + slot * sample_rows_, out_ids_, batch.size() * sizeof(std::int32_t),
-                             cudaMemcpyDeviceToHost, ids_stream_));
+    CUDA_TRY(cudaMemcpyAsync(out_ids_host_ + static_cast<std::size_t>(slot) * sample_rows_, out_ids_,
+                             batch.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, ids_stream_));
     CUDA_TRY(cudaEventRecord(step_done_[slot], ids_stream_));
   }
   submitted = true;

@@ -147,6 +147,9 @@ class CudaBackend final : public Backend {
   // wrote them on the device), and submitted stays false when the buffers do not fit it as they are.
   Status submit(std::span<const SequenceInput> batch, const BatchPlan& plan, const SampleMode& mode, bool ahead,
                 bool& submitted);
+  Status ensure_pass_buffers(int n_seqs, std::size_t hist_total, std::size_t meta_total, const SampleMode& mode);
+  void select_slot(int slot);  // meta_, meta_next_, sparams_, out_ids_: that slot's buffers
+  Status capture_step(const SampleMode& mode, int slot, const std::vector<int>& rows, const MetaOffsets& o);
   // Waits for the step in host slot `slot` and puts its sampled ids into out.
   Status take_sampled(int slot, std::size_t n_seqs, ForwardOutput& out);
   // The step run ahead (cuda_decode_ahead.cpp): whether `batch` is it, submitting it after a step,
@@ -218,20 +221,28 @@ class CudaBackend final : public Backend {
   float *sel_ = nullptr;   // [R, hidden] fp32 final-normed rows that get logits
   float *logits_ = nullptr;  // [R, vocab] fp32
   // Metadata (ids, positions, slots, table offsets, lengths, tables, per-sequence arrays), uploaded
-  // from a pinned host mirror once per pass. Host mirrors have two slots (slot_: the last pass's),
-  // so a step can be prepared while the one before it still reads its slot.
-  std::int32_t* meta_ = nullptr;           // [meta_ints_] int32 device
+  // from a pinned host mirror once per pass. Passes alternate between two slots (slot_: the last
+  // pass's), on the host and on the device, so a step's uploads (on up_stream_) overlap the pass
+  // before it, which reads the other slot; decode graphs are captured per slot.
+  std::int32_t* meta_dev_[2] = {};         // [2][meta_ints_] int32 device (one allocation)
+  std::int32_t* meta_ = nullptr;           // the pass's slot of meta_dev_
+  std::int32_t* meta_next_ = nullptr;      // the other slot: a one-token step's sampling writes the ids there
   std::int32_t* meta_host_ = nullptr;      // [2][meta_ints_] int32 pinned
   std::size_t meta_ints_ = 0;
   int slot_ = 0;
   cudaEvent_t step_done_[2] = {};          // per slot: its pass's sampled ids are on the host
-  cudaEvent_t pass_done_[2] = {};          // per slot: its pass ended on stream_ (the ids copy waits for it)
+  cudaEvent_t pass_done_[2] = {};          // per slot: its pass ended on stream_ (done reading its slot)
+  cudaEvent_t up_done_[2] = {};            // per slot: its uploads ended on up_stream_
   cudaStream_t ids_stream_ = nullptr;      // copies the sampled ids back
-  // Device sampling: per-sequence params, penalty history, sampled ids (+ pinned host copies).
-  void* sparams_ = nullptr;  void* sparams_host_ = nullptr;  // [sample_rows_], [2][sample_rows_] SampleParams
-  std::vector<kernels::SampleParams> sparams_last_;  // what the last upload to sparams_ held
+  cudaStream_t up_stream_ = nullptr;       // uploads a slot's metadata and sampling parameters
+  // Device sampling: per-sequence params and sampled ids per slot (+ pinned host copies), penalty
+  // history (one buffer: a step run ahead reads what the step before it appended).
+  void* sparams_dev_[2] = {};  void* sparams_host_ = nullptr;  // [2][sample_rows_] SampleParams each
+  void* sparams_ = nullptr;                                    // the pass's slot of sparams_dev_
+  std::vector<kernels::SampleParams> sparams_last_[2];         // what the last upload to each slot held
   std::int32_t* hist_ = nullptr;  std::size_t hist_cap_ = 0;
-  std::int32_t* out_ids_ = nullptr;  std::int32_t* out_ids_host_ = nullptr;  // [sample_rows_], [2][sample_rows_]
+  std::int32_t* out_ids_dev_[2] = {};  std::int32_t* out_ids_host_ = nullptr;  // [2][sample_rows_] each
+  std::int32_t* out_ids_ = nullptr;                                             // the pass's slot
   // The decode step run ahead (cuda_decode_ahead.cpp).
   struct DecodeAhead {
     bool active = false;
@@ -254,9 +265,13 @@ class CudaBackend final : public Backend {
   kernels::GemmLt gemm_;
   void* gemm_ws_ = nullptr;
   static constexpr std::size_t kGemmWorkspace = 32u << 20;
-  // Captured one-token decode steps, one per sampling mode (kernels read positions and lengths
-  // from meta_, so a graph replays at every step); dropped when buffers move.
+  // Captured one-token decode steps, one per sampling mode and slot (graph_key; kernels read
+  // positions and lengths from the slot's metadata, so a graph replays at every step); dropped when
+  // buffers move.
   std::map<int, cudaGraphExec_t> graphs_;
+  static int graph_key(const SampleMode& mode, int slot) { return mode.key() * 2 + slot; }
+  // Waits for every stream of the backend (before buffers they may use are freed).
+  void sync_streams();
   static constexpr int kDecodeTokens = 4;  // passes of up to this many tokens use decode attention
   void* decode_scratch_ = nullptr;         // kernels/decode_attention.cuh, for kDecodeTokens tokens
   // Quantized precisions: [2 intermediate, hidden] bf16 (the largest layer matrix): a matrix

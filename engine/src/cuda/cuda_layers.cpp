@@ -339,7 +339,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     s.out_ids = out_ids_;
     // One token per sequence: the ids are also the next step's input ids (a step run ahead reads
     // them there; cuda_decode_ahead.cpp).
-    s.next_ids = N == o.n_seqs ? meta_ + o.ids : nullptr;
+    s.next_ids = N == o.n_seqs ? meta_next_ + o.ids : nullptr;  // the next pass's slot
     // One sequence with a penalty: the id also extends the history (hist_ has a spare entry).
     s.history_append = N == 1 && o.n_seqs == 1 && mode.any_penalty ? hist_ : nullptr;
     s.workspace = sample_ws_;

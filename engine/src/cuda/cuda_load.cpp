@@ -41,14 +41,13 @@ CudaBackend::CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCach
 }
 
 CudaBackend::~CudaBackend() {
-  if (stream_) cudaStreamSynchronize(stream_);  // also a decode step run ahead
+  sync_streams();  // also a decode step run ahead
   drop_graphs();
-  if (ids_stream_) cudaStreamSynchronize(ids_stream_);
-  for (cudaEvent_t e : step_done_)
-    if (e) cudaEventDestroy(e);
-  for (cudaEvent_t e : pass_done_)
-    if (e) cudaEventDestroy(e);
-  if (ids_stream_) cudaStreamDestroy(ids_stream_);
+  for (auto* events : {&step_done_, &pass_done_, &up_done_})
+    for (cudaEvent_t e : *events)
+      if (e) cudaEventDestroy(e);
+  for (cudaStream_t s : {ids_stream_, up_stream_})
+    if (s) cudaStreamDestroy(s);
   for (void* p : allocations_) cudaFree(p);
   for (int i = 0; i < kStageSlots; ++i) {
     if (stage_host_[i]) cudaFreeHost(stage_host_[i]);
