@@ -31,6 +31,7 @@ constexpr int kItems = 4;   // one float4 per thread and pass
 constexpr int kChunk = kThreads * kItems;  // logits per block (149 blocks per row for 152064)
 constexpr int kBins = 2048;                // radix digits: key bits 31..21, 20..10 (11 bits), 9..0 (10)
 constexpr int kPenaltyIds = 32768;  // prep: ids per block (a shared-memory bitset of 4 KB)
+constexpr int kHistBatch = 8;       // history ids loaded per thread at once (prep, stats)
 constexpr int kCounters = 4;  // per row: the ticket counters of stats and final
 constexpr unsigned kFull = 0xffffffffu;
 constexpr float kInf = std::numeric_limits<float>::infinity();

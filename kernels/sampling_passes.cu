@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(Job j, uint4* zero, std:
   const int hi = min(j.vocab, lo + kPenaltyIds);
   const int begin = j.hoff[row], end = j.hoff[row + 1];
   float* x = j.logits + static_cast<std::size_t>(row) * j.vocab;
-  constexpr int kBatch = 8;  // independent loads in flight per thread
+  constexpr int kBatch = kHistBatch;
   for (int i0 = begin; i0 < end; i0 += kThreads * kBatch) {
     int ids[kBatch];
 #pragma unroll
@@ -78,9 +78,19 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(Job j, Ws w) {
     for (int i = threadIdx.x; i < kChunk / 32; i += kThreads) bits[i] = 0;
     __syncthreads();
     const int lo = static_cast<int>(blockIdx.x) * kChunk;
-    for (int i = j.hoff[row] + static_cast<int>(threadIdx.x); i < j.hoff[row + 1]; i += kThreads) {
-      const int id = j.history[i];
-      if (id >= lo && id < lo + kChunk && id < j.vocab) atomicOr(&bits[(id - lo) >> 5], 1u << ((id - lo) & 31));
+    const int begin = j.hoff[row], end = j.hoff[row + 1];
+    for (int i0 = begin; i0 < end; i0 += kThreads * kHistBatch) {
+      int ids[kHistBatch];  // independent loads in flight per thread (a long history is many rounds)
+#pragma unroll
+      for (int q = 0; q < kHistBatch; ++q) {
+        const int i = i0 + q * kThreads + static_cast<int>(threadIdx.x);
+        ids[q] = i < end ? j.history[i] : -1;
+      }
+#pragma unroll
+      for (int q = 0; q < kHistBatch; ++q) {
+        const int id = ids[q];
+        if (id >= lo && id < lo + kChunk && id < j.vocab) atomicOr(&bits[(id - lo) >> 5], 1u << ((id - lo) & 31));
+      }
     }
     __syncthreads();
 #pragma unroll

@@ -114,8 +114,10 @@ TEST_F(GpuSampling, ReportsTimePerCall) {
   const std::vector<Case> cases = {
       {"greedy", sp(0.0f), 0},
       {"greedy + penalty (2000 ids)", sp(0.0f, 0, 1.0f, 0.0f, 1.05f), 2000},
+      {"greedy + penalty (8000 ids)", sp(0.0f, 0, 1.0f, 0.0f, 1.05f), 8000},
       {"t=0.7", sp(0.7f), 0},
       {"t=0.6 top_p=0.95 + penalty", sp(0.6f, 0, 0.95f, 0.0f, 1.05f), 2000},
+      {"t=0.6 top_p=0.95 + penalty (8000 ids)", sp(0.6f, 0, 0.95f, 0.0f, 1.05f), 8000},
       {"top_k=50 top_p=0.9 min_p=0.05 + penalty", sp(0.8f, 50, 0.9f, 0.05f, 1.05f), 2000},
   };
   cudaStream_t stream = nullptr;
