@@ -141,6 +141,7 @@ Status CudaBackend::ensure_pass_buffers(int n_seqs, std::size_t hist_total, std:
     sparams_last_[1].clear();
     sparams_host_ = nullptr;
     out_ids_host_ = nullptr;
+    sample_rows_ = 0;  // until every buffer below exists (a failed allocation is retried next time)
     const int cap = std::max(n_seqs, 4);
     auto p = alloc(2 * cap * sizeof(kernels::SampleParams), "sampling parameters");
     if (!p) return p.error();
@@ -165,6 +166,7 @@ Status CudaBackend::ensure_pass_buffers(int n_seqs, std::size_t hist_total, std:
     void* h = hist_;
     release(h);
     hist_ = nullptr;
+    hist_cap_ = 0;
     const std::size_t cap = std::max<std::size_t>(hist_total * 2, static_cast<std::size_t>(cache_.shape().tokens())) + 1;
     auto p = alloc(cap * sizeof(std::int32_t), "sampling history");
     if (!p) return p.error();
@@ -177,6 +179,7 @@ Status CudaBackend::ensure_pass_buffers(int n_seqs, std::size_t hist_total, std:
     meta_dev_[0] = meta_dev_[1] = meta_ = meta_next_ = nullptr;
     if (meta_host_) cudaFreeHost(meta_host_);
     meta_host_ = nullptr;
+    meta_ints_ = 0;
     const std::size_t cap = std::max<std::size_t>(meta_total * 2, 1024);
     auto d = alloc(2 * cap * sizeof(std::int32_t), "batch metadata");
     if (!d) return d.error();
