@@ -8,7 +8,8 @@
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time): bench_kernels,
 # bench_gemv_quant, bench_phases (the cost of a phase boundary), bench_attention (prefill attention on
-# the 7B shape), bench_decode_attention (decode attention per context length).
+# the 7B shape), bench_gemm_swiglu (the fused gate/up + SwiGLU product against cuBLASLt + swiglu),
+# bench_decode_attention (decode attention per context length).
 # --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
 # golden data is made here too (tests/golden/make_golden_7b.py -> $OUT/golden_7b_bf16.json) with
 # --golden or when tests/data/golden_7b_bf16.json is not committed.
@@ -111,6 +112,15 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_attention" ]; then
   { echo "== bench_attention"; cat "$LOGS/bench_attention.txt"; } >> "$OUT/tests.log"
   attention_line=$(grep '^prefill attention 2048:' "$LOGS/bench_attention.txt" | sed 's/^prefill attention 2048: //')
   [ -n "$attention_line" ] || attention_line="$(tail -1 "$LOGS/bench_attention.txt")"
+fi
+
+swiglu_line=$nobench
+if [ "$benches" != 0 ] && [ -x "$bin/bench_gemm_swiglu" ]; then
+  # The MLP's gate/up product with SwiGLU fused, against cuBLASLt + swiglu (bench_gemm_swiglu.cu).
+  "$bin/bench_gemm_swiglu" > "$LOGS/bench_gemm_swiglu.txt" 2>&1
+  { echo "== bench_gemm_swiglu"; cat "$LOGS/bench_gemm_swiglu.txt"; } >> "$OUT/tests.log"
+  swiglu_line=$(grep '^gate/up + swiglu 2048 bf16:' "$LOGS/bench_gemm_swiglu.txt" | sed 's/^gate\/up + swiglu 2048 bf16: //')
+  [ -n "$swiglu_line" ] || swiglu_line="$(tail -1 "$LOGS/bench_gemm_swiglu.txt")"
 fi
 
 decode_attention_line=$nobench
@@ -245,6 +255,7 @@ printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
 printf '%-32s %s\n' "gemv quantized, one decode step" "$qbench_line"
 printf '%-32s %s\n' "phase boundary (us per phase)" "$phases_line"
 printf '%-32s %s\n' "prefill attention, 2048 tokens" "$attention_line"
+printf '%-32s %s\n' "gate/up + SwiGLU, 2048 bf16" "$swiglu_line"
 printf '%-32s %s\n' "decode attention (per layer)" "$decode_attention_line"
 [ -n "$quant_lines" ] && printf '%-32s %s\n' "quantized vs bf16, random 7B" "$quant_lines"
 printf '%-32s %s\n' "compute-sanitizer memcheck" "$sanitize_status"

@@ -176,6 +176,11 @@ class CudaBackend final : public Backend {
   Status choose_att_sums();
   // Which prefill attention kernel runs (kernels/prefill_attention.cuh); logs the choice.
   void choose_prefill_attention();
+  // Whether passes of several tokens run the gate/up product with SwiGLU fused (kernels/gemm_swiglu.cuh).
+  void choose_fused_swiglu();
+  // Launches it for this layer's pass of N tokens (h_ -> act_); false: not used (the caller runs the
+  // two kernels), with a warning and fused_swiglu_ off when it refused.
+  bool fused_gate_up_swiglu(const CudaLayer& L, int N);
   Status transpose_down(DevMatrix& down, void* scratch);
   void drop_graphs();
 
@@ -294,6 +299,12 @@ class CudaBackend final : public Backend {
   std::uint64_t att_sums_bytes_ = 0;
   // COSMOS_PREFILL_WGMMA=0: the mma.sync prefill attention even where the Hopper (wgmma) one runs.
   bool prefill_mma_only_ = false;
+  // Passes of several tokens: the gate/up product and SwiGLU as one Hopper kernel (bf16/fp16 gate/up
+  // weights; COSMOS_FUSED_SWIGLU=0: cuBLASLt's product, then launch_swiglu).
+  bool fused_swiglu_ = false;
+  // ... for passes of at least this many tokens: below it, the 128-token tiles fill too few waves of
+  // the GPU and cuBLASLt's product is as fast or faster (bench_gemm_swiglu, docs/PERFORMANCE.md session 20).
+  static constexpr int kFusedSwigluMinTokens = 1024;
   // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and
   // where each checkpoint matrix went (rows [row0, row0 + rows) of m).
   std::filesystem::path quant_cache_dir_;

@@ -22,6 +22,7 @@
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope_kv.cuh"
 #include "kernels/sampling.cuh"
+#include "kernels/gemm_swiglu.cuh"
 #include "kernels/swiglu.cuh"
 
 namespace cosmos {
@@ -142,6 +143,43 @@ void CudaBackend::choose_prefill_attention() {
     return;
   }
   spdlog::info("cuda backend: prefill attention on warpgroup MMA (wgmma; COSMOS_PREFILL_WGMMA=0: mma.sync)");
+}
+
+void CudaBackend::choose_fused_swiglu() {
+  const ModelConfig& c = config_;
+  fused_swiglu_ = false;
+  if (reference_math_ || (wtype_ != ElemType::bf16 && wtype_ != ElemType::f16) || layers_.empty() ||
+      layers_[0].gate_up.quantized)
+    return;
+  if (!kernels::gemm_swiglu_available() || !kernels::gemm_swiglu_supports(c.intermediate_size, c.hidden_size)) {
+    spdlog::info("cuda backend: prefill gate/up product and SwiGLU as two kernels (the fused one needs an sm_90 GPU, "
+                 "a build for it and an intermediate size that is a multiple of 128)");
+    return;
+  }
+  if (const char* env = std::getenv("COSMOS_FUSED_SWIGLU"); env && std::string_view(env) == "0") {
+    spdlog::info("cuda backend: prefill gate/up product and SwiGLU as two kernels (COSMOS_FUSED_SWIGLU=0)");
+    return;
+  }
+  fused_swiglu_ = true;
+  spdlog::info("cuda backend: prefill gate/up product with SwiGLU fused (COSMOS_FUSED_SWIGLU=0: two kernels)");
+}
+
+bool CudaBackend::fused_gate_up_swiglu(const CudaLayer& L, int N) {
+  if (!fused_swiglu_ || N < kFusedSwigluMinTokens || L.gate_up.quantized || L.gate_up.transposed) return false;
+  kernels::GemmSwigluArgs a;
+  a.x = h_;
+  a.w = L.gate_up.data;
+  a.out = act_;
+  a.n = N;
+  a.ff = config_.intermediate_size;
+  a.k = config_.hidden_size;
+  a.f16 = wtype_ == ElemType::f16;
+  if (kernels::launch_gemm_swiglu(a, stream_) != 0) return true;
+  fused_swiglu_ = false;  // refused before launching anything: this and later passes take two kernels
+  spdlog::warn("cuda backend: the fused gate/up + SwiGLU product refused a {}-token pass (misaligned buffer or no "
+               "tensor-map encoder); prefill runs it as two kernels from now on",
+               N);
+  return false;
 }
 
 Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffsets& o, int max_ctx,
@@ -277,17 +315,21 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     } else {
       kernels::launch_rms_norm(x_, H, L.post_norm, h_, in_type, N, H, eps, stream_);
       profile_.mark(PassProfile::norm, 0, norm_bytes);
-      if (gemm) {
-        // gate/up stored in bf16/fp16 (as Hugging Face does): the widest activation, half the bytes.
-        if (auto st = gemm_product(h_, L.gate_up, wtype_, gu_, N, 2 * FF, H, false, wtype_); !st) return st;
-        profile_.mark(PassProfile::gate_up, mm * 2 * FF * H, 0);
-        kernels::launch_swiglu(gu_, wtype_, act_, in_type, N, FF, stream_);
+      if (gemm && fused_gate_up_swiglu(L, N)) {
+        profile_.mark(PassProfile::gate_up, mm * 2 * FF * H, n * FF * half);
       } else {
-        if (auto st = linear(h_, L.gate_up, wtype_, nullptr, nullptr, gu_, N, 2 * FF, H); !st) return st;
-        profile_.mark(PassProfile::gate_up, mm * 2 * FF * H, 0);
-        kernels::launch_swiglu(gu_, act_, in_type, N, FF, stream_);
+        if (gemm) {
+          // gate/up stored in bf16/fp16 (as Hugging Face does): the widest activation, half the bytes.
+          if (auto st = gemm_product(h_, L.gate_up, wtype_, gu_, N, 2 * FF, H, false, wtype_); !st) return st;
+          profile_.mark(PassProfile::gate_up, mm * 2 * FF * H, 0);
+          kernels::launch_swiglu(gu_, wtype_, act_, in_type, N, FF, stream_);
+        } else {
+          if (auto st = linear(h_, L.gate_up, wtype_, nullptr, nullptr, gu_, N, 2 * FF, H); !st) return st;
+          profile_.mark(PassProfile::gate_up, mm * 2 * FF * H, 0);
+          kernels::launch_swiglu(gu_, act_, in_type, N, FF, stream_);
+        }
+        profile_.mark(PassProfile::swiglu, 0, n * FF * 3 * half);
       }
-      profile_.mark(PassProfile::swiglu, 0, n * FF * 3 * half);
     }
     if (auto st = linear(act_, L.down, wtype_, nullptr, x_, x_, N, H, FF); !st) return st;
     profile_.mark(PassProfile::down, mm * H * FF, 0);
