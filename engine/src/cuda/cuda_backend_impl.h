@@ -303,8 +303,9 @@ class CudaBackend final : public Backend {
   // weights; COSMOS_FUSED_SWIGLU=0: cuBLASLt's product, then launch_swiglu).
   bool fused_swiglu_ = false;
   // ... for passes of at least this many tokens: below it, the 128-token tiles fill too few waves of
-  // the GPU and cuBLASLt's product is as fast or faster (bench_gemm_swiglu, docs/PERFORMANCE.md session 20).
-  static constexpr int kFusedSwigluMinTokens = 1024;
+  // the GPU and cuBLASLt's product is as fast or faster (bench_gemm_swiglu: from 768 tokens on, the
+  // fused kernel is level or faster in bf16 and fp16; docs/PERFORMANCE.md session 20).
+  static constexpr int kFusedSwigluMinTokens = 768;
   // The quantized-weight cache: its directory (empty: none), the matrices read from it (host), and
   // where each checkpoint matrix went (rows [row0, row0 + rows) of m).
   std::filesystem::path quant_cache_dir_;
