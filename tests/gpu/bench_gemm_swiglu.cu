@@ -117,9 +117,11 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamDestroy(s));
   CHECK(cudaFree(ws));
   cosmos::kernels::set_pdl_enabled(false);
-  const double flops = 2.0 * 2048 * 2.0 * kFF * kK;
-  std::printf("\ngate/up + swiglu 2048 bf16: fused %.3f ms (%.0f TFLOP/s), cuBLASLt + swiglu %.3f ms (%.0f TFLOP/s)\n",
-              at2048.fused_ms, at2048.fused_ms > 0 ? flops / (at2048.fused_ms * 1e-3) / 1e12 : 0.0, at2048.lt_ms,
-              flops / (at2048.lt_ms * 1e-3) / 1e12);
+  if (at2048.lt_ms > 0) {
+    const double flops = 2.0 * 2048 * 2.0 * kFF * kK;
+    std::printf("\ngate/up + swiglu 2048 bf16: fused %.3f ms (%.0f TFLOP/s), cuBLASLt + swiglu %.3f ms (%.0f TFLOP/s)\n",
+                at2048.fused_ms, at2048.fused_ms > 0 ? flops / (at2048.fused_ms * 1e-3) / 1e12 : 0.0, at2048.lt_ms,
+                flops / (at2048.lt_ms * 1e-3) / 1e12);
+  }
   return 0;
 }
