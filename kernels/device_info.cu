@@ -45,6 +45,14 @@ GpuQuery query_gpus() {
 
 namespace cosmos::kernels {
 
+bool current_device_is(int major, int minor) {
+  int dev = 0, ma = 0, mi = 0;
+  return cudaGetDevice(&dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && ma == major &&
+         mi == minor;
+}
+
 double measure_copy_gbps(std::size_t bytes, int reps) {
   void *src = nullptr, *dst = nullptr;
   if (cudaMalloc(&src, bytes) != cudaSuccess || cudaMalloc(&dst, bytes) != cudaSuccess) {

@@ -23,6 +23,10 @@ struct GpuQuery {
 
 GpuQuery query_gpus();
 
+// Whether the current device has exactly this compute capability (false when there is none). The
+// sm_90a kernels (warpgroup MMA, TMA) run on 9.0 only.
+bool current_device_is(int major, int minor);
+
 }  // namespace cosmos::kernels
 
 namespace cosmos::kernels {

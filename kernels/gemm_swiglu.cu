@@ -8,6 +8,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include "kernels/device_info.cuh"
+
 #if COSMOS_HAVE_SM90A
 #include "kernels/gemm_swiglu_sm90a.cuh"
 #endif
@@ -46,11 +48,7 @@ bool encode(PFN_cuTensorMapEncodeTiled_v12000 fn, CUtensorMap& map, const void* 
 
 bool gemm_swiglu_available() {
 #if COSMOS_HAVE_SM90A
-  int dev = 0, major = 0, minor = 0;
-  return cudaGetDevice(&dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
-         minor == 0 && encoder() != nullptr;
+  return current_device_is(9, 0) && encoder() != nullptr;
 #else
   return false;
 #endif

@@ -1,5 +1,7 @@
 #include "kernels/prefill_attention.cuh"
 
+#include "kernels/device_info.cuh"
+
 #include <cmath>
 
 #include "kernels/mma_bf16.cuh"
@@ -158,11 +160,7 @@ bool prefill_attention_supports(int heads, int kv_heads, int head_dim) {
 
 bool prefill_attention_wgmma_available() {
 #if COSMOS_HAVE_SM90A
-  int dev = 0, major = 0, minor = 0;
-  return cudaGetDevice(&dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
-         minor == 0;
+  return current_device_is(9, 0);
 #else
   return false;
 #endif
