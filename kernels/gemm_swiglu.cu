@@ -69,7 +69,10 @@ std::size_t launch_gemm_swiglu(const GemmSwigluArgs& a, cudaStream_t stream) {
     return 0;
   CUtensorMap tx{}, tw{};
   if (!encode(encoder(), tx, a.x, a.n, a.k, a.f16) || !encode(encoder(), tw, a.w, 2 * a.ff, a.k, a.f16)) return 0;
-  launch_gemm_swiglu_sm90a(tx, tw, a, sms, stream);
+  if (launch_gemm_swiglu_sm90a(tx, tw, a, sms, stream) != cudaSuccess) {
+    (void)cudaGetLastError();  // a refused launch (say, no room for a cluster of two): the caller falls back
+    return 0;
+  }
   return static_cast<std::size_t>(a.n) * a.k * 2 + static_cast<std::size_t>(2) * a.ff * a.k * 2 +
          static_cast<std::size_t>(a.n) * a.ff * 2;
 #else

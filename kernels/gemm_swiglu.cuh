@@ -33,9 +33,10 @@ struct GemmSwigluArgs {
 bool gemm_swiglu_available();
 bool gemm_swiglu_supports(int ff, int k);
 
-// Launched with launch_pdl (waits for the previous kernel before reading x). Returns the bytes moved
-// (x, w and out once each), or 0 when it launched nothing: not available, unsupported shape, a
-// misaligned pointer, or the driver's tensor-map encoder missing or refusing (no CUDA error is left).
+// Launched with programmatic dependent launch where pdl_enabled() (waits for the previous kernel
+// before reading x). Returns the bytes moved (x, w and out once each), or 0 when it launched nothing:
+// not available, unsupported shape, a misaligned pointer, the driver's tensor-map encoder missing or
+// refusing, or the launch itself refused (its error is consumed: none is left for the caller).
 std::size_t launch_gemm_swiglu(const GemmSwigluArgs& a, cudaStream_t stream);
 
 }  // namespace cosmos::kernels

@@ -263,9 +263,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <bool kF16, int kCluster>
-void launch_variant(const CUtensorMap& tx, const CUtensorMap& tw, Params p, int sms, cudaStream_t stream) {
+cudaError_t launch_variant(const CUtensorMap& tx, const CUtensorMap& tw, Params p, int sms, cudaStream_t stream) {
   auto kernel = gemm_swiglu_kernel<kF16, kCluster>;
-  (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);  // failure: the launch's error
+  if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      e != cudaSuccess)
+    return e;
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = kSmem;
@@ -289,23 +291,22 @@ void launch_variant(const CUtensorMap& tx, const CUtensorMap& tw, Params p, int 
   }
   if (clusters > p.units) clusters = p.units;
   cfg.gridDim = dim3(clusters * kCluster);
-  (void)cudaLaunchKernelEx(&cfg, kernel, tx, tw, p);  // an error shows in cudaGetLastError()
+  return cudaLaunchKernelEx(&cfg, kernel, tx, tw, p);
 }
 
 }  // namespace
 
-void launch_gemm_swiglu_sm90a(const CUtensorMap& tx, const CUtensorMap& tw, const GemmSwigluArgs& a, int sms,
-                              cudaStream_t stream) {
+cudaError_t launch_gemm_swiglu_sm90a(const CUtensorMap& tx, const CUtensorMap& tw, const GemmSwigluArgs& a, int sms,
+                                     cudaStream_t stream) {
   Params p{a.out, a.n, a.ff, a.k, (a.n + kBM - 1) / kBM, 0, 0};
   p.m_pairs = (p.m_tiles + 1) / 2;
   const int n_tiles = a.ff / kBN;
   if (a.cluster == 1) {
     p.units = p.m_tiles * n_tiles;
-    if (a.f16) launch_variant<true, 1>(tx, tw, p, sms, stream); else launch_variant<false, 1>(tx, tw, p, sms, stream);
-  } else {
-    p.units = p.m_pairs * n_tiles;
-    if (a.f16) launch_variant<true, 2>(tx, tw, p, sms, stream); else launch_variant<false, 2>(tx, tw, p, sms, stream);
+    return a.f16 ? launch_variant<true, 1>(tx, tw, p, sms, stream) : launch_variant<false, 1>(tx, tw, p, sms, stream);
   }
+  p.units = p.m_pairs * n_tiles;
+  return a.f16 ? launch_variant<true, 2>(tx, tw, p, sms, stream) : launch_variant<false, 2>(tx, tw, p, sms, stream);
 }
 
 }  // namespace cosmos::kernels

@@ -13,7 +13,8 @@ inline constexpr int kGemmSwigluBlockRows = 128;  // tokens per tile
 inline constexpr int kGemmSwigluBlockCols = 128;  // output columns per tile (128 gate + 128 up rows of w)
 inline constexpr int kGemmSwigluBlockK = 64;      // k per pipeline stage (128 bytes: one swizzle row)
 
-void launch_gemm_swiglu_sm90a(const CUtensorMap& tx, const CUtensorMap& tw, const GemmSwigluArgs& a, int sms,
-                              cudaStream_t stream);
+// The launch's own error (shared-memory opt-in or cudaLaunchKernelEx), or cudaSuccess.
+cudaError_t launch_gemm_swiglu_sm90a(const CUtensorMap& tx, const CUtensorMap& tw, const GemmSwigluArgs& a, int sms,
+                                     cudaStream_t stream);
 
 }  // namespace cosmos::kernels

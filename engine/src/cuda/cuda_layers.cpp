@@ -176,8 +176,8 @@ bool CudaBackend::fused_gate_up_swiglu(const CudaLayer& L, int N) {
   a.f16 = wtype_ == ElemType::f16;
   if (kernels::launch_gemm_swiglu(a, stream_) != 0) return true;
   fused_swiglu_ = false;  // refused before launching anything: this and later passes take two kernels
-  spdlog::warn("cuda backend: the fused gate/up + SwiGLU product refused a {}-token pass (misaligned buffer or no "
-               "tensor-map encoder); prefill runs it as two kernels from now on",
+  spdlog::warn("cuda backend: the fused gate/up + SwiGLU product refused a {}-token pass (misaligned buffer, no "
+               "tensor-map encoder, or the launch refused); prefill runs it as two kernels from now on",
                N);
   return false;
 }
