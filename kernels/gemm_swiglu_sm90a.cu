@@ -38,11 +38,14 @@
 
 #include "kernels/mma_bf16.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/tma_sm90a.cuh"
 #include "kernels/wgmma.cuh"
 #include "kernels/wgmma_n256.cuh"
 
 namespace cosmos::kernels {
 namespace {
+
+using namespace tma;
 
 constexpr int kBM = kGemmSwigluBlockRows, kBN = kGemmSwigluBlockCols, kBK = kGemmSwigluBlockK;
 constexpr int kStages = 4;
@@ -61,63 +64,6 @@ struct Params {
   int m_pairs;  // pairs of token tiles (the last may have one past n: all zeros, nothing stored)
   int units;    // work units: tile pairs (clusters of two) or tiles (kCluster == 1)
 };
-
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Arrives on the barrier at the same shared-memory offset in the cluster's block `rank`, with the
-// default semantics (release at CTA scope), as CUTLASS's cluster barrier does. With
-// `.release.cluster` on every stage's release the kernel took 1.21-1.28 ms for 2,048 tokens instead
-// of 0.72-0.73 (session 20, calls 3 and 4); why was not established.
-__device__ __forceinline__ void mbar_arrive_remote(unsigned bar, unsigned rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// Spins until the barrier's phase with this parity has completed.
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// TMA: the box at (c0 = k column, c1 = row) of the map into shared memory at dst; completes bytes on bar.
-__device__ __forceinline__ void tma_load(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-// The same box written at dst into every block of the cluster (both), completing bytes on the
-// barrier at bar's offset in each.
-__device__ __forceinline__ void tma_load_multicast(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(static_cast<unsigned short>(3))
-      : "memory");
-}
 
 // silu(g) * u with the fast exponential and division (a few ulp; the output is rounded to 16 bits).
 __device__ __forceinline__ float silu_mul(float g, float u) { return __fdividef(g, 1.0f + __expf(-g)) * u; }
@@ -162,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full(s), 1);                 // the producer's arrive (with the copies' byte count)
       mbar_init(empty(s), 8 * kCluster);     // one arrive per consumer warp of every block it feeds
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mbar_init_fence();
   }
   if constexpr (kCluster == 2) {
     cluster_sync();  // both blocks' barriers exist before either copies into or arrives on them
@@ -175,8 +121,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&tx)) : "memory");
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&tw)) : "memory");
+      prefetch_map(&tx);
+      prefetch_map(&tw);
       int it = 0;
       for (int u = unit0; u < p.units; u += unit_step) {
         int m0, j0;
@@ -186,12 +132,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (use > 0) mbar_wait(empty(s), (use - 1) & 1);
           const unsigned sx = base + s * kStageBytes, sw = sx + kXBytes;
           mbar_expect_tx(full(s), kStageBytes);  // out-of-range rows and columns arrive as zeros, counted
-          tma_load(sx, &tx, kt * kBK, m0, full(s));
+          load_2d(sx, &tx, kt * kBK, m0, full(s));
           if constexpr (kCluster == 2) {
-            tma_load_multicast(sw + rank * kWHalfBytes, &tw, kt * kBK, rank * p.ff + j0, full(s));
+            load_2d_multicast(sw + rank * kWHalfBytes, &tw, kt * kBK, rank * p.ff + j0, full(s));
           } else {
-            tma_load(sw, &tw, kt * kBK, j0, full(s));
-            tma_load(sw + kWHalfBytes, &tw, kt * kBK, p.ff + j0, full(s));
+            load_2d(sw, &tw, kt * kBK, j0, full(s));
+            load_2d(sw + kWHalfBytes, &tw, kt * kBK, p.ff + j0, full(s));
           }
         }
       }

@@ -1,13 +1,15 @@
 #include "kernels/prefill_attention.cuh"
 
-#include "kernels/device_info.cuh"
-
 #include <cmath>
+#include <cstdint>
 
+#include "kernels/device_info.cuh"
 #include "kernels/mma_bf16.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/prefill_attention_tile.cuh"
+#include "kernels/tensor_map.cuh"
 #if COSMOS_HAVE_SM90A
+#include "kernels/prefill_attention_tma_sm90a.cuh"
 #include "kernels/prefill_attention_wgmma.cuh"
 #endif
 
@@ -166,13 +168,58 @@ bool prefill_attention_wgmma_available() {
 #endif
 }
 
+bool prefill_attention_tma_supports(const PrefillAttentionArgs& a) {
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
+  return prefill_attention_wgmma_available() && tensor_maps_available() && a.head_dim == 128 && a.block_size >= 8 &&
+         a.block_size <= 128 && (a.block_size & (a.block_size - 1)) == 0 && a.kv_slots > 0 && a.n > 0 &&
+         aligned(a.q) && aligned(a.k_cache) && aligned(a.v_cache);
+}
+
+namespace {
+
+// The TMA kernel: its three maps, then the launch; false (the error consumed) when either is refused.
+bool launch_tma(const PrefillAttentionArgs& a, cudaStream_t stream) {
+#if COSMOS_HAVE_SM90A
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      sms <= 0)
+    return (void)cudaGetLastError(), false;
+  const std::uint64_t D = 128, row = static_cast<std::uint64_t>(a.heads) * D * 2;
+  const std::uint64_t q_dims[3] = {D, static_cast<std::uint64_t>(a.heads), static_cast<std::uint64_t>(a.n)};
+  const std::uint64_t q_strides[2] = {D * 2, row};
+  const std::uint32_t q_box[3] = {64, 1, kPrefillTmaRows};
+  const std::uint64_t kv_dims[3] = {D, static_cast<std::uint64_t>(a.kv_heads), static_cast<std::uint64_t>(a.kv_slots)};
+  const std::uint64_t kv_strides[2] = {D * 2, static_cast<std::uint64_t>(a.kv_heads) * D * 2};
+  const std::uint32_t kv_box[3] = {64, 1, static_cast<std::uint32_t>(a.block_size)};
+  CUtensorMap tq{}, tk{}, tv{};
+  if (!encode_tensor_map_16bit(tq, a.q, 3, q_dims, q_strides, q_box, false) ||
+      !encode_tensor_map_16bit(tk, a.k_cache, 3, kv_dims, kv_strides, kv_box, false) ||
+      !encode_tensor_map_16bit(tv, a.v_cache, 3, kv_dims, kv_strides, kv_box, false))
+    return false;
+  if (launch_prefill_attention_tma_sm90a(tq, tk, tv, a, sms, stream) != cudaSuccess) return (void)cudaGetLastError(), false;
+  return true;
+#else
+  (void)a;
+  (void)stream;
+  return false;
+#endif
+}
+
+}  // namespace
+
 std::size_t launch_prefill_attention(const PrefillAttentionArgs& a, cudaStream_t stream) {
   if (a.seqs <= 0 || a.max_q_len <= 0 || a.block_size <= 0 ||
       !prefill_attention_supports(a.heads, a.kv_heads, a.head_dim))
     return 0;
-  const bool wgmma = a.kernel != PrefillAttentionKernel::mma && prefill_attention_wgmma_available();
-  if (a.kernel == PrefillAttentionKernel::wgmma && !wgmma) return 0;
-  if (wgmma) {
+  PrefillAttentionKernel k = a.kernel;
+  if (k == PrefillAttentionKernel::automatic)
+    k = prefill_attention_tma_supports(a)           ? PrefillAttentionKernel::tma
+        : prefill_attention_wgmma_available() ? PrefillAttentionKernel::wgmma
+                                              : PrefillAttentionKernel::mma;
+  if (k == PrefillAttentionKernel::tma) {
+    if (!prefill_attention_tma_supports(a) || !launch_tma(a, stream)) return 0;
+  } else if (k == PrefillAttentionKernel::wgmma) {
+    if (!prefill_attention_wgmma_available()) return 0;
 #if COSMOS_HAVE_SM90A
     launch_prefill_attention_wgmma(a, stream);
 #endif

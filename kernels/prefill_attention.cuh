@@ -5,8 +5,9 @@
 // cp.async. No score matrix is materialized, nothing is allocated, the launch is graph-capturable.
 // Token j (0-based, among the sequence's new tokens) attends cache indices 0 .. ctx_start + j.
 // On compute capability 9.0 (H100, H200) a Hopper variant with the same arguments and results runs
-// instead: 128 query rows per block of two warpgroups, both products on warpgroup MMA (wgmma),
-// kernels/prefill_attention_wgmma.cu.
+// instead: for head_dim 128 the warp-specialized kernel (kernels/prefill_attention_tma_sm90a.cu: TMA
+// copies by a producer warp, the softmax overlapped with the P V product), else 128 query rows per
+// block of two warpgroups with both products on warpgroup MMA (kernels/prefill_attention_wgmma.cu).
 #pragma once
 
 #include <cstddef>
@@ -17,10 +18,11 @@
 
 namespace cosmos::kernels {
 
-// Which kernel runs: `automatic` takes the Hopper wgmma kernel (kernels/prefill_attention_wgmma.cu)
+// Which kernel runs: `automatic` takes the warp-specialized TMA kernel where
+// prefill_attention_tma_supports(args), else the Hopper wgmma kernel (kernels/prefill_attention_wgmma.cu)
 // where prefill_attention_wgmma_available(), else the mma.sync kernel; the others force one (a forced
-// wgmma where it is not available launches nothing and returns 0).
-enum class PrefillAttentionKernel { automatic, mma, wgmma };
+// kernel that cannot run here launches nothing and returns 0).
+enum class PrefillAttentionKernel { automatic, mma, wgmma, tma };
 
 struct PrefillAttentionArgs {
   const __nv_bfloat16* q = nullptr;        // [n, heads, head_dim] bf16 (roped)
@@ -38,6 +40,7 @@ struct PrefillAttentionArgs {
   int n = 0;           // rows of q / out (only for the bytes estimate)
   int max_q_len = 0;   // >= every q_len[s]: sizes the grid (tiles past a sequence's q_len exit at once)
   int max_kv_len = 0;  // largest ctx_start + q_len (only for the bytes estimate; 0: max_q_len)
+  int kv_slots = 0;    // slots in k_cache / v_cache (blocks x block_size): the TMA kernel's bounds (0: not used)
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
   PrefillAttentionKernel kernel = PrefillAttentionKernel::automatic;
 };
@@ -52,11 +55,18 @@ bool prefill_attention_supports(int heads, int kv_heads, int head_dim);
 // code for it) and the current GPU is compute capability 9.0 (H100, H200).
 bool prefill_attention_wgmma_available();
 
+// True when the warp-specialized TMA kernel runs these arguments: prefill_attention_wgmma_available(),
+// the driver encodes tensor maps, head_dim 128, block_size a power of two from 8 to 128, kv_slots > 0,
+// and q, k_cache, v_cache 16-byte aligned.
+bool prefill_attention_tma_supports(const PrefillAttentionArgs& args);
+
 // The mma.sync kernel: grid (heads, max_q_len / 64 rounded up, seqs), 128 threads, 48 KB static
 // shared memory for head_dim 128 (24 KB for 64); the wgmma kernel: see
-// kernels/prefill_attention_wgmma.cuh. Requirements: q, k_cache, v_cache and out 16-byte aligned; sm_80 or
+// kernels/prefill_attention_wgmma.cuh; the TMA kernel: one block of 384 threads per SM (persistent),
+// 193 KB of dynamic shared memory. Requirements: q, k_cache, v_cache and out 16-byte aligned; sm_80 or
 // newer; block_size > 0 (a power of two is faster); seqs <= 65535. An unsupported shape launches
-// nothing and returns 0. Launched with launch_pdl (kernels/pdl.cuh). Returns bytes moved: q + out
+// nothing and returns 0, and so does a TMA launch the runtime refuses (its error consumed: the
+// caller may run another kernel). Launched with launch_pdl (kernels/pdl.cuh). Returns bytes moved: q + out
 // once, plus K and V of max_kv_len keys per (sequence, KV head) once (the repeated reads of a tile by
 // the blocks of other query tiles and of the GQA group's heads are served by L2 and not counted).
 std::size_t launch_prefill_attention(const PrefillAttentionArgs& args, cudaStream_t stream);

@@ -1,8 +1,8 @@
 // Causal prefill attention (reports, never fails): launch_prefill_attention on the
 // Cosmos-Reason1-7B shape (28 query heads, 4 KV heads, head_dim 128, the engine's 16-slot cache
 // blocks, a shuffled block table), one sequence of 512, 2,048 and 4,096 new tokens on an empty cache
-// and 512 new tokens after 1,536 cached, with each kernel (mma.sync; wgmma where
-// prefill_attention_wgmma_available()). Per shape: the median of 20 launches (after 3 warm-ups, PDL
+// and 512 new tokens after 1,536 cached, with each kernel (mma.sync; wgmma and the warp-specialized
+// TMA kernel where prefill_attention_wgmma_available()). Per shape: the median of 20 launches (after 3 warm-ups, PDL
 // on) in ms, the 28 layers' total, causal TFLOP/s (4 * heads * head_dim * the keys each row attends,
 // summed over the rows) and the GB/s of the launcher's bytes estimate. The last line is the summary
 // for 2,048 tokens with the kernel the engine picks (tests/gpu/run.sh prints it):
@@ -24,6 +24,7 @@
 #include "kernels/device_info.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/prefill_attention.cuh"
+#include "kernels/tensor_map.cuh"
 
 namespace {
 
@@ -33,6 +34,11 @@ struct Result {
   float ms = 0;
   double tflops = 0;
 };
+
+const char* name(cosmos::kernels::PrefillAttentionKernel k) {
+  using K = cosmos::kernels::PrefillAttentionKernel;
+  return k == K::tma ? "tma" : k == K::wgmma ? "wgmma" : "mma";
+}
 
 Result run_shape(int q_len, int ctx, cosmos::kernels::PrefillAttentionKernel kernel, cudaStream_t stream) {
   namespace k = cosmos::kernels;
@@ -75,6 +81,7 @@ Result run_shape(int q_len, int ctx, cosmos::kernels::PrefillAttentionKernel ker
   a.n = q_len;
   a.max_q_len = q_len;
   a.max_kv_len = kv_len;
+  a.kv_slots = blocks * kBlockSize;
   a.scale = 1.0f / std::sqrt(static_cast<float>(kD));
   a.kernel = kernel;
 
@@ -87,7 +94,7 @@ Result run_shape(int q_len, int ctx, cosmos::kernels::PrefillAttentionKernel ker
   CHECK(cudaStreamSynchronize(stream));
   const Result r{ms, flops / (ms * 1e-3) / 1e12};
   std::printf("%-5s q %4d after %4d | %7.3f ms per layer, %6.2f ms for 28 | %6.1f TFLOP/s | %6.0f GB/s (estimate)\n",
-              kernel == cosmos::kernels::PrefillAttentionKernel::wgmma ? "wgmma" : "mma", q_len,
+              name(kernel), q_len,
               ctx, r.ms, 28 * r.ms, r.tflops, bytes / (ms * 1e-3) / 1e9);
   std::fflush(stdout);
   for (void* p : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(kc), static_cast<void*>(vc),
@@ -112,11 +119,12 @@ int main() {
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   using Kernel = cosmos::kernels::PrefillAttentionKernel;
   const bool wgmma = cosmos::kernels::prefill_attention_wgmma_available();
-  const Kernel chosen = wgmma ? Kernel::wgmma : Kernel::mma;  // what the engine runs
+  // What the engine runs on this shape (the TMA kernel needs the tensor-map encoder too).
+  const Kernel chosen = wgmma && cosmos::kernels::tensor_maps_available() ? Kernel::tma : wgmma ? Kernel::wgmma : Kernel::mma;
   Result at2048;
-  for (const Kernel kernel : {Kernel::mma, Kernel::wgmma}) {
-    if (kernel == Kernel::wgmma && !wgmma) {
-      std::printf("wgmma: not available (needs compute capability 9.0 and a build for sm_90)\n");
+  for (const Kernel kernel : {Kernel::mma, Kernel::wgmma, Kernel::tma}) {
+    if (kernel != Kernel::mma && !wgmma) {
+      std::printf("%s: not available (needs compute capability 9.0 and a build for sm_90)\n", name(kernel));
       continue;
     }
     for (const auto [q_len, ctx] : {std::pair{512, 0}, std::pair{2048, 0}, std::pair{4096, 0}, std::pair{512, 1536}}) {
@@ -127,6 +135,6 @@ int main() {
   CHECK(cudaStreamDestroy(s));
   cosmos::kernels::set_pdl_enabled(false);
   std::printf("\nprefill attention 2048: %.3f ms per layer (%.0f TFLOP/s), %.2f ms for 28 layers (%s)\n", at2048.ms,
-              at2048.tflops, 28 * at2048.ms, wgmma ? "wgmma" : "mma");
+              at2048.tflops, 28 * at2048.ms, name(chosen));
   return 0;
 }

@@ -2,8 +2,9 @@
 // values, over a paged cache with a shuffled block table. Each case launches several sequences at
 // once with different q_len and ctx_start (a prompt continuing a cached prefix), lengths on and off
 // the 64-row/64-key tile edges, head_dim 64 and 128, GQA groups 1, 2 and 7; every case with bf16 and
-// with fp16 output (PrefillAttentionArgs::out_f16), and for each kernel: mma.sync, and the Hopper
-// wgmma kernel (skipped, saying why, where prefill_attention_wgmma_available() is false).
+// with fp16 output (PrefillAttentionArgs::out_f16), and for each kernel: mma.sync, the Hopper wgmma
+// kernel and the warp-specialized TMA kernel (head_dim 128 only; each skipped, saying why, where it
+// cannot run). The automatic choice must give the same bits as the kernel it picks.
 //
 // Poison: `out` starts as NaN; the q rows between and after the sequences are NaN, and so are the
 // cache slots no sequence owns and the slots of a sequence's last block past its length, so a read
@@ -62,7 +63,7 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
 using Kernel = kernels::PrefillAttentionKernel;
 
 const char* kernel_name(Kernel k) {
-  return k == Kernel::wgmma ? "wgmma" : k == Kernel::mma ? "mma" : "automatic";
+  return k == Kernel::tma ? "tma" : k == Kernel::wgmma ? "wgmma" : k == Kernel::mma ? "mma" : "automatic";
 }
 
 class GpuPrefillAttention : public ::testing::TestWithParam<std::tuple<Case, Kernel>> {
@@ -70,9 +71,12 @@ class GpuPrefillAttention : public ::testing::TestWithParam<std::tuple<Case, Ker
   void SetUp() override {
     const auto q = kernels::query_gpus();
     if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
-    if (std::get<1>(GetParam()) == Kernel::wgmma && !kernels::prefill_attention_wgmma_available())
-      GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU and a build for sm_90 (this GPU: sm_"
+    const Kernel k = std::get<1>(GetParam());
+    if ((k == Kernel::wgmma || k == Kernel::tma) && !kernels::prefill_attention_wgmma_available())
+      GTEST_SKIP() << "the Hopper kernels need a compute capability 9.0 GPU and a build for sm_90 (this GPU: sm_"
                    << q.gpus[0].sm_major << q.gpus[0].sm_minor << ")";
+    if (k == Kernel::tma && std::get<0>(GetParam()).head_dim != 128)
+      GTEST_SKIP() << "the TMA kernel takes head_dim 128 only";
   }
   void TearDown() override { kernels::set_pdl_enabled(false); }
 };
@@ -159,6 +163,7 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
   a.n = n;
   a.max_q_len = max_q + 70;  // more tiles than needed: the extra ones must exit without writing
   a.max_kv_len = max_kv;
+  a.kv_slots = cache_blocks * bs;
   a.scale = 1.0f / std::sqrt(static_cast<float>(D));
   a.kernel = std::get<1>(GetParam());
 
@@ -186,16 +191,18 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
     }
     kernels::set_pdl_enabled(false);
     EXPECT_EQ(std::memcmp(out.data(), out_pdl.data(), out_bytes), 0) << "results differ with PDL on";
-    if (a.kernel == Kernel::wgmma) {  // where it is available, the automatic choice is this kernel
+    // The kernel the automatic choice runs here: the TMA one where it supports the arguments, else wgmma.
+    if (a.kernel == Kernel::tma || (a.kernel == Kernel::wgmma && !kernels::prefill_attention_tma_supports(a))) {
+      const Kernel forced = a.kernel;
       std::vector<std::uint16_t> out_auto(q.size());
       a.kernel = Kernel::automatic;
       ASSERT_EQ(cudaMemset(dout, 0xFF, out_bytes), cudaSuccess);
       EXPECT_GT(kernels::launch_prefill_attention(a, nullptr), 0u);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       ASSERT_EQ(cudaMemcpy(out_auto.data(), dout, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-      a.kernel = Kernel::wgmma;
+      a.kernel = forced;
       EXPECT_EQ(std::memcmp(out.data(), out_auto.data(), out_bytes), 0)
-          << "the automatic choice is not the wgmma kernel";
+          << "the automatic choice is not the " << kernel_name(forced) << " kernel";
     }
 
     // Rows outside the sequences keep the poison.
@@ -295,7 +302,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{4, 2, 64, {{129, 0}, {64, 63}, {2, 127}}},
         // Group 7, head_dim 64.
         Case{14, 2, 64, {{100, 0}, {64, 15}, {1, 0}}}),
-    ::testing::Values(Kernel::mma, Kernel::wgmma)),
+    ::testing::Values(Kernel::mma, Kernel::wgmma, Kernel::tma)),
     [](const ::testing::TestParamInfo<std::tuple<Case, Kernel>>& p) {
       return std::to_string(p.index) + "_" + kernel_name(std::get<1>(p.param));
     });

@@ -28,6 +28,7 @@
 #include "kernels/device_info.cuh"
 #include "kernels/elem_type.cuh"
 #include "kernels/gemm_lt.h"
+#include "kernels/prefill_attention.cuh"
 #include "kernels/quant_format.cuh"
 #include "kernels/sampling.cuh"
 
@@ -297,8 +298,9 @@ class CudaBackend final : public Backend {
   float* att_sums_ = nullptr;
   std::size_t att_sums_stride_ = 0;
   std::uint64_t att_sums_bytes_ = 0;
-  // COSMOS_PREFILL_WGMMA=0: the mma.sync prefill attention even where the Hopper (wgmma) one runs.
-  bool prefill_mma_only_ = false;
+  // The prefill attention kernel (choose_prefill_attention): on sm_90 the warp-specialized TMA one
+  // (COSMOS_PREFILL_TMA=0: the wgmma one; COSMOS_PREFILL_WGMMA=0: mma.sync), else mma.sync.
+  kernels::PrefillAttentionKernel prefill_kernel_ = kernels::PrefillAttentionKernel::mma;
   // Passes of several tokens: the gate/up product and SwiGLU as one Hopper kernel (bf16/fp16 gate/up
   // weights; COSMOS_FUSED_SWIGLU=0: cuBLASLt's product, then launch_swiglu).
   bool fused_swiglu_ = false;

@@ -24,6 +24,7 @@
 #include "kernels/sampling.cuh"
 #include "kernels/gemm_swiglu.cuh"
 #include "kernels/swiglu.cuh"
+#include "kernels/tensor_map.cuh"
 
 namespace cosmos {
 
@@ -131,18 +132,35 @@ Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, co
 
 void CudaBackend::choose_prefill_attention() {
   const ModelConfig& c = config_;
-  prefill_mma_only_ = false;
+  using K = kernels::PrefillAttentionKernel;
+  prefill_kernel_ = K::mma;
   if (reference_math_ || !kernels::prefill_attention_supports(c.num_heads, c.num_kv_heads, c.head_dim)) return;
+  const auto off = [](const char* name) {
+    const char* env = std::getenv(name);
+    return env && std::string_view(env) == "0";
+  };
   if (!kernels::prefill_attention_wgmma_available()) {
-    spdlog::info("cuda backend: prefill attention on mma.sync (the wgmma kernel needs an sm_90 GPU and a build for it)");
+    spdlog::info("cuda backend: prefill attention on mma.sync (the Hopper kernels need an sm_90 GPU and a build for it)");
     return;
   }
-  if (const char* env = std::getenv("COSMOS_PREFILL_WGMMA"); env && std::string_view(env) == "0") {
-    prefill_mma_only_ = true;
+  if (off("COSMOS_PREFILL_WGMMA")) {
     spdlog::info("cuda backend: prefill attention on mma.sync (COSMOS_PREFILL_WGMMA=0)");
     return;
   }
-  spdlog::info("cuda backend: prefill attention on warpgroup MMA (wgmma; COSMOS_PREFILL_WGMMA=0: mma.sync)");
+  prefill_kernel_ = K::wgmma;
+  if (off("COSMOS_PREFILL_TMA")) {
+    spdlog::info("cuda backend: prefill attention on warpgroup MMA (COSMOS_PREFILL_TMA=0)");
+    return;
+  }
+  const int bs = cache_.shape().block_size;
+  if (c.head_dim != 128 || bs < 8 || bs > 128 || (bs & (bs - 1)) != 0 || !kernels::tensor_maps_available()) {
+    spdlog::info("cuda backend: prefill attention on warpgroup MMA (the TMA kernel takes head_dim 128 and cache "
+                 "blocks of 8-128 slots, and needs the driver's tensor-map encoder)");
+    return;
+  }
+  prefill_kernel_ = K::tma;
+  spdlog::info("cuda backend: prefill attention warp-specialized on TMA and warpgroup MMA (COSMOS_PREFILL_TMA=0: "
+               "the wgmma kernel; COSMOS_PREFILL_WGMMA=0: mma.sync)");
 }
 
 void CudaBackend::choose_fused_swiglu() {
@@ -270,8 +288,18 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.head_dim = D;
       a.block_size = cache_.shape().block_size;
       a.scale = scale;
-      a.kernel = prefill_mma_only_ ? kernels::PrefillAttentionKernel::mma : kernels::PrefillAttentionKernel::automatic;
-      kernels::launch_prefill_attention(a, stream_);
+      a.kv_slots = cache_.shape().n_blocks * cache_.shape().block_size;
+      a.kernel = prefill_kernel_;
+      if (kernels::launch_prefill_attention(a, stream_) == 0 && prefill_kernel_ == kernels::PrefillAttentionKernel::tma) {
+        // Refused before launching anything (a tensor map or the launch): this and later passes take
+        // the wgmma kernel.
+        prefill_kernel_ = a.kernel = kernels::PrefillAttentionKernel::wgmma;
+        spdlog::warn("cuda backend: the TMA prefill attention refused a {}-token pass (tensor map or launch); prefill "
+                     "attention runs on the wgmma kernel from now on",
+                     N);
+        if (kernels::launch_prefill_attention(a, stream_) == 0)
+          return fail(make_error(ErrorCategory::internal, "backend.cuda", "the prefill attention refused its inputs"));
+      }
     } else {
       kernels::AttentionArgs a;
       a.q = static_cast<const float*>(q_);
