@@ -21,7 +21,10 @@
 //                V_{j-1} (m64n128k16, P from registers, V MN-major); once S_j is done (wait_group 1)
 //                the causal mask and the online softmax run on it while the P V product is still
 //                in flight; after it (wait_group 0) O is rescaled and P_j packed to bf16. Key tiles
-//                that none of the warpgroup's rows see are only waited for and released.
+//                that none of the warpgroup's rows see are only waited for and released. The two
+//                warpgroups take turns issuing their products (pingpong, two named barriers), so
+//                one's softmax runs while the other's products occupy the tensor cores: 3-5% faster
+//                than letting them issue freely (bench_attention, session 21).
 //                Epilogue: O / l staged in shared memory, then 16-byte stores of the item's rows.
 // Shared memory (dynamic, aligned to 1024 in the kernel, the 128-byte swizzle's period):
 //   Q [128][128] (32 KB), K stages [2][128][128] (64 KB), V stages [2][128][128] (64 KB), the output
@@ -274,7 +277,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     named_sync(1 + c, 128);
   };
 
+  // Pingpong: the two warpgroups take turns issuing their products (n_kt + 1 turns per item each),
+  // so that one's softmax runs under the other's products.
+  auto turn_begin = [&]() { named_sync(3 + c, 256); };
+  auto turn_end = [&]() { named_arrive(3 + (c ^ 1), 256); };
   int qi = 0, kv = 0;
+  if (c == 1) named_arrive(3, 256);  // warpgroup 0 takes the first turn
   for (int round = 0, i; (i = item_index(round, gridDim.x)) < p.items; ++round) {
     Item it;
     if (!item_of(p, i, it)) continue;
@@ -296,8 +304,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int x = 0; x < 64; ++x) o[x] = 0.0f;
       m[0] = m[1] = -INFINITY;
       l[0] = l[1] = 0.0f;
+      turn_begin();
       mbar_wait(k_full(stage(0)), parity(0));
       issue_s(stage(0));
+      turn_end();
       wgmma::wait<0>();
       wgmma::fence_operands(s);
       release(k_empty(stage(0)));
@@ -306,10 +316,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       softmax_scores();
       rescale_pack();
       for (int j = 1; j < n_act; ++j) {
+        turn_begin();
         mbar_wait(k_full(stage(j)), parity(j));
         issue_s(stage(j));
         mbar_wait(v_full(stage(j - 1)), parity(j - 1));  // tile j - 1 < n_kt - 1 holds only keys < kv_end
         issue_pv(stage(j - 1));
+        turn_end();
         wgmma::wait<1>();  // S_j is done; P_{j-1} V_{j-1} may still run
         wgmma::fence_operands(s);
         release(k_empty(stage(j)));
@@ -323,16 +335,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         rescale_pack();
       }
       const int j = n_act - 1;
+      turn_begin();
       mbar_wait(v_full(stage(j)), parity(j));
       zero_v_tail(stage(j), j * kBN, it.kv_end);
       issue_pv(stage(j));
+      turn_end();
       wgmma::wait<0>();
       wgmma::fence_operands(o);
       release(v_empty(stage(j)));
     } else {
       release(q_empty);
+      turn_begin();
+      turn_end();
     }
     for (int j = n_act; j < n_kt; ++j) {  // tiles none of this warpgroup's rows see
+      turn_begin();
+      turn_end();
       mbar_wait(k_full(stage(j)), parity(j));
       release(k_empty(stage(j)));
       mbar_wait(v_full(stage(j)), parity(j));
@@ -378,6 +396,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     named_sync(1 + c, 128);  // the staging is free for the next item
   }
+  if (c == 0) named_sync(3, 256);  // warpgroup 1's last turn handed over
 #else
   (void)tq;
   (void)tk;
