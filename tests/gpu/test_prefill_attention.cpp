@@ -75,8 +75,6 @@ class GpuPrefillAttention : public ::testing::TestWithParam<std::tuple<Case, Ker
     if ((k == Kernel::wgmma || k == Kernel::tma) && !kernels::prefill_attention_wgmma_available())
       GTEST_SKIP() << "the Hopper kernels need a compute capability 9.0 GPU and a build for sm_90 (this GPU: sm_"
                    << q.gpus[0].sm_major << q.gpus[0].sm_minor << ")";
-    if (k == Kernel::tma && std::get<0>(GetParam()).head_dim != 128)
-      GTEST_SKIP() << "the TMA kernel takes head_dim 128 only";
   }
   void TearDown() override { kernels::set_pdl_enabled(false); }
 };
@@ -289,23 +287,30 @@ TEST_P(GpuPrefillAttention, MatchesFloat64Reference) {
     cudaFree(p);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, GpuPrefillAttention,
-    ::testing::Combine(::testing::Values(
-        // The 7B model's shape (group 7): tile-edge lengths, continued prompts, one long prompt.
-        Case{28, 4, 128, {{1, 0}, {17, 5}, {63, 0}, {64, 64}, {65, 100}, {200, 37}}},
-        Case{28, 4, 128, {{1030, 0}, {1, 1029}}},
-        // Group 1 (heads == kv_heads), head_dim 64 (the tiny test model's).
-        Case{4, 4, 64, {{1, 0}, {64, 0}, {65, 3}, {1023, 333}, {17, 1000}}},
-        // Group 2, head_dim 128 and 64.
-        Case{8, 4, 128, {{200, 0}, {1, 47}, {63, 1}, {130, 16}, {1001, 0}}},
-        Case{4, 2, 64, {{129, 0}, {64, 63}, {2, 127}}},
-        // Group 7, head_dim 64.
-        Case{14, 2, 64, {{100, 0}, {64, 15}, {1, 0}}}),
-    ::testing::Values(Kernel::mma, Kernel::wgmma, Kernel::tma)),
-    [](const ::testing::TestParamInfo<std::tuple<Case, Kernel>>& p) {
-      return std::to_string(p.index) + "_" + kernel_name(std::get<1>(p.param));
-    });
+// Every case with each kernel that takes its head_dim (the TMA kernel: 128 only).
+std::vector<std::tuple<Case, Kernel>> cases() {
+  const std::vector<Case> shapes = {
+      // The 7B model's shape (group 7): tile-edge lengths, continued prompts, one long prompt.
+      Case{28, 4, 128, {{1, 0}, {17, 5}, {63, 0}, {64, 64}, {65, 100}, {200, 37}}},
+      Case{28, 4, 128, {{1030, 0}, {1, 1029}}},
+      // Group 1 (heads == kv_heads), head_dim 64 (the tiny test model's).
+      Case{4, 4, 64, {{1, 0}, {64, 0}, {65, 3}, {1023, 333}, {17, 1000}}},
+      // Group 2, head_dim 128 and 64.
+      Case{8, 4, 128, {{200, 0}, {1, 47}, {63, 1}, {130, 16}, {1001, 0}}},
+      Case{4, 2, 64, {{129, 0}, {64, 63}, {2, 127}}},
+      // Group 7, head_dim 64.
+      Case{14, 2, 64, {{100, 0}, {64, 15}, {1, 0}}}};
+  std::vector<std::tuple<Case, Kernel>> v;
+  for (const Case& c : shapes)
+    for (const Kernel k : {Kernel::mma, Kernel::wgmma, Kernel::tma})
+      if (k != Kernel::tma || c.head_dim == 128) v.emplace_back(c, k);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuPrefillAttention, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<std::tuple<Case, Kernel>>& p) {
+                           return std::to_string(p.index) + "_" + kernel_name(std::get<1>(p.param));
+                         });
 
 }  // namespace
 }  // namespace cosmos
