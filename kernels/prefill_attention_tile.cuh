@@ -144,25 +144,34 @@ __device__ __forceinline__ void causal_mask(S s, int k0, int lim, int t) {
 // max m of the raw scores and this lane's probability sum l of rows g and g + 8, rescales o, and
 // packs P as bf16 A fragments (key chunk kk of 16 keys = score tiles 2kk in p[kk][0..1] and 2kk + 1 in
 // p[kk][2..3]).
-template <int kBN, int D, class S, class O>
-__device__ __forceinline__ void online_softmax(S s, O o, float (&m)[2], float (&l)[2], float scale_log2,
-                                               unsigned (&p)[kBN / 16][4]) {
+// The online softmax's first half: the new running max m of rows g, g + 8 (over the tile and the
+// quad), the exponent offset msc = m scale_log2 (0 for a row with no visible key yet, so its p stay
+// 0) and the correction corr of the old sums (0 on the first tile, m = -inf); l is rescaled by it.
+template <int kBN, class S>
+__device__ __forceinline__ void softmax_max(S s, float (&m)[2], float (&l)[2], float scale_log2, float (&msc)[2],
+                                            float (&corr)[2]) {
   float mx[2] = {m[0], m[1]};
 #pragma unroll
   for (int nt = 0; nt < kBN / 8; ++nt) {
     mx[0] = fmaxf(mx[0], fmaxf(s(nt, 0), s(nt, 1)));
     mx[1] = fmaxf(mx[1], fmaxf(s(nt, 2), s(nt, 3)));
   }
-  float msc[2], corr[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-    msc[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale_log2;  // a row with no visible key yet keeps p = 0
-    corr[i] = mma::fast_exp2(m[i] * scale_log2 - msc[i]);     // m = -inf (first tile): 0
+    msc[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale_log2;
+    corr[i] = mma::fast_exp2(m[i] * scale_log2 - msc[i]);
     m[i] = mx[i];
     l[i] *= corr[i];
   }
+}
+
+template <int kBN, int D, class S, class O>
+__device__ __forceinline__ void online_softmax(S s, O o, float (&m)[2], float (&l)[2], float scale_log2,
+                                               unsigned (&p)[kBN / 16][4]) {
+  float msc[2], corr[2];
+  softmax_max<kBN>(s, m, l, scale_log2, msc, corr);
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
     o(dt, 0) *= corr[0];

@@ -222,21 +222,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // The new running max, the correction of the old sums and the probabilities (in s, fp32).
   auto softmax_scores = [&]() {
-    float mx[2] = {m[0], m[1]}, msc[2];
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
-      mx[0] = fmaxf(mx[0], fmaxf(s[4 * nt], s[4 * nt + 1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      msc[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * sl2;  // a row with no visible key yet keeps p = 0
-      corr[i] = mma::fast_exp2(m[i] * sl2 - msc[i]);   // m = -inf (first tile): 0
-      m[i] = mx[i];
-      l[i] *= corr[i];
-    }
+    float msc[2];
+    prefill::softmax_max<kBN>(sv, m, l, sl2, msc, corr);
 #pragma unroll
     for (int nt = 0; nt < kBN / 8; ++nt) {
 #pragma unroll
@@ -412,17 +399,7 @@ cudaError_t launch_variant(const CUtensorMap& tq, const CUtensorMap& tk, const C
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       e != cudaSuccess)
     return e;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(p.items < sms ? p.items : sms);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, p);
+  return launch_pdl(kernel, dim3(p.items < sms ? p.items : sms), dim3(kThreads), kSmem, stream, tq, tk, tv, p);
 }
 
 }  // namespace
