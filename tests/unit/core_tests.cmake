@@ -9,6 +9,7 @@ cosmos_add_gtest(test_kv_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/te
 cosmos_add_gtest(test_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_e4m3.cpp)
 cosmos_add_gtest(test_cpu_backend LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_backend.cpp)
 cosmos_add_gtest(test_session LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_session.cpp)
+cosmos_add_gtest(test_batch_scheduler LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_batch_scheduler.cpp)
 # The CUDA backend module loader (a missing or broken libcosmos-cuda.so; reaches engine/src).
 cosmos_add_gtest(test_cuda_module LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_module.cpp
                  LIBS ${CMAKE_DL_LIBS})

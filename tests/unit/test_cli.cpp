@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -141,6 +143,47 @@ TEST_F(Cli, GenerateGreedyJsonMatchesHuggingFaceAndStreamsText) {
   ASSERT_EQ(stream.code, 0) << stream.err;
   EXPECT_EQ(stream.out, j["text"].get<std::string>() + "\n");
   EXPECT_NE(stream.err.find("generated"), std::string::npos);
+}
+
+// batch: one result per input line in input order; a bad line is reported with its number and the
+// others run; a request's greedy tokens equal `generate`'s for the same prompt; exit code 1 when a
+// line failed, and the output file is complete either way.
+TEST_F(Cli, BatchRunsEveryGoodLineInOrderAndReportsBadOnes) {
+  const fs::path m = tiny_model();
+  const fs::path in = dir_ / "batch_in.jsonl", out = dir_ / "batch_out.jsonl";
+  std::ofstream(in) << "{\"id\": \"first\", \"prompt\": \"Describe the scene.\", \"max_tokens\": 6}\n"
+                    << "not json\n"
+                    << "\n"
+                    << "{\"id\": 3, \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 4}\n"
+                    << "{\"id\": 4, \"prompt\": \"x\", \"top_p\": \"high\"}\n"
+                    << "{\"prompt\": \"What next?\", \"max_tokens\": 5, \"temperature\": 0.8, \"seed\": 9}\n";
+  CliRun r = cli("batch --model '" + m.string() + "' --device cpu --input '" + in.string() + "' --output '" +
+                 out.string() + "' --temperature 0 --max-batch 2 --step-tokens 16");
+  EXPECT_EQ(r.code, 1) << r.err;  // two lines failed
+  EXPECT_NE(r.err.find("line 2: not a JSON object"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("line 5: \"top_p\" must be a number"), std::string::npos) << r.err;
+  std::istringstream lines(read(out));
+  std::vector<nlohmann::json> got;
+  for (std::string l; std::getline(lines, l);) got.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(got.size(), 5u);  // the blank line gives none
+  const int want_lines[] = {1, 2, 4, 5, 6};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(got[i]["line"], want_lines[i]);
+  EXPECT_EQ(got[0]["id"], "first");
+  EXPECT_EQ(got[2]["id"], 3);
+  EXPECT_EQ(got[4]["id"], 6);  // no id: the line number
+  EXPECT_TRUE(got[1].contains("error"));
+  EXPECT_TRUE(got[3].contains("error"));
+  for (const int i : {0, 2, 4}) {
+    ASSERT_FALSE(got[i].contains("error")) << got[i].dump();
+    EXPECT_TRUE(got[i].contains("text") && got[i].contains("reasoning") && got[i].contains("answer"));
+    EXPECT_GT(got[i]["stats"]["prompt_tokens"].get<int>(), 0);
+  }
+  EXPECT_EQ(got[0]["token_ids"].size(), 6u);
+  CliRun g = cli("generate --model '" + m.string() + "' --device cpu --prompt 'Describe the scene.' --temperature 0 "
+                 "--max-tokens 6 --json");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(got[0]["token_ids"], nlohmann::json::parse(g.out)["token_ids"]);
+  EXPECT_FALSE(fs::exists(out.string() + ".tmp"));
 }
 
 // --precision auto says what it picked and why; quantized precisions run on the CPU.

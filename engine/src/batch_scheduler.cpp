@@ -1,0 +1,257 @@
+#include "cosmos/batch_scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "cosmos/sampler.h"
+#include "cosmos/stop_strings.h"
+#include "cosmos/streaming_decoder.h"
+
+namespace cosmos {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+struct BatchScheduler::Request {
+  Request(std::vector<TokenId> p, GenerateOptions o)
+      : prompt(std::move(p)), options(std::move(o)),
+        result(make_error(ErrorCategory::internal, "batch.pending", "the request has not finished")) {}
+  std::vector<TokenId> prompt;
+  GenerateOptions options;
+  std::vector<TokenId> stops;
+  Clock::time_point submitted = Clock::now();
+  // The run's state, reset when the request is preempted.
+  SeqId seq = -1;
+  int prefilled = 0;             // prompt tokens in the cache
+  TokenId next = -1;             // sampled and not yet in the cache
+  std::vector<TokenId> history;  // prompt + reply: the repetition penalty's ids
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamingDecoder> decoder;
+  std::unique_ptr<StopStringFilter> stop_filter;
+  GenerationResult out;
+  Clock::time_point admitted, first;
+  bool done = false;
+  Result<GenerationResult> result;
+};
+
+BatchScheduler::BatchScheduler(Backend& backend, const Tokenizer& tokenizer, BatchSchedulerOptions options)
+    : backend_(backend), tokenizer_(tokenizer), options_(options) {
+  options_.max_batch = std::max(1, options_.max_batch);
+  options_.step_tokens = std::max(1, options_.step_tokens);
+  for (const char* s : {"<|im_end|>", "<|endoftext|>"})
+    if (auto id = tokenizer_.token_id(s)) default_stops_.push_back(*id);
+}
+
+BatchScheduler::~BatchScheduler() {
+  for (auto& r : requests_)
+    if (r->seq >= 0) backend_.kv_cache().free_sequence(r->seq);
+}
+
+int BatchScheduler::submit(std::vector<TokenId> prompt, GenerateOptions options) {
+  const int id = static_cast<int>(requests_.size());
+  requests_.push_back(std::make_unique<Request>(std::move(prompt), std::move(options)));
+  Request& r = *requests_.back();
+  r.stops = r.options.stop_tokens.empty() ? default_stops_ : r.options.stop_tokens;
+  if (auto st = validate(r.options.sampling); !st) {
+    fail(r, st.error());
+  } else if (r.prompt.empty()) {
+    fail(r, make_error(ErrorCategory::bad_input, "batch.prompt", "the prompt is empty"));
+  } else {
+    waiting_.push_back(id);
+  }
+  return id;
+}
+
+int BatchScheduler::blocks_for(int tokens) const {
+  const int bs = backend_.kv_cache().shape().block_size;
+  return (tokens + bs - 1) / bs;
+}
+
+void BatchScheduler::fail(Request& r, Error error) {
+  r.result = std::move(error);
+  r.done = true;
+  ++finished_;
+}
+
+Status BatchScheduler::admit() {
+  KvCache& kv = backend_.kv_cache();
+  const auto capacity = kv.shape().tokens();
+  const int limit = static_cast<int>(std::min<std::int64_t>(capacity, backend_.config().max_position_embeddings));
+  while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_batch) {
+    Request& r = *requests_[waiting_.front()];
+    const int n = static_cast<int>(r.prompt.size());
+    if (n >= limit) {
+      waiting_.erase(waiting_.begin());
+      fail(r, make_error(ErrorCategory::bad_input, "context.overflow",
+                         "the prompt has " + std::to_string(n) + " tokens; the context holds " + std::to_string(limit) +
+                             " (prompt and reply together)"));
+      continue;
+    }
+    const int need = blocks_for(n) + static_cast<int>(running_.size());  // a block of headroom per running reply
+    if (need > kv.free_blocks()) {
+      if (!running_.empty()) break;  // waits for running requests to finish
+      waiting_.erase(waiting_.begin());
+      fail(r, make_error(ErrorCategory::out_of_memory, "batch.kv_cache",
+                         "the prompt needs " + std::to_string(blocks_for(n)) + " KV-cache blocks and " +
+                             std::to_string(kv.free_blocks()) + " are free"));
+      continue;
+    }
+    r.seq = kv.create_sequence();
+    r.prefilled = 0;
+    r.next = -1;
+    r.history = r.prompt;
+    r.sampler = std::make_unique<Sampler>(r.options.sampling);
+    r.decoder = std::make_unique<StreamingDecoder>(tokenizer_);
+    r.stop_filter = std::make_unique<StopStringFilter>(r.options.stop_strings);
+    r.out = GenerationResult{};
+    r.out.stats.prompt_tokens = n;
+    r.admitted = Clock::now();
+    running_.push_back(waiting_.front());
+    waiting_.erase(waiting_.begin());
+  }
+  return ok_status();
+}
+
+void BatchScheduler::preempt(Request& r) {
+  backend_.kv_cache().free_sequence(r.seq);
+  r.seq = -1;
+  const int id = static_cast<int>(std::find_if(requests_.begin(), requests_.end(),
+                                               [&](const auto& p) { return p.get() == &r; }) -
+                                  requests_.begin());
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+  waiting_.insert(waiting_.begin(), id);  // first in line again; restarts from the beginning
+  generated_ -= r.out.stats.generated_tokens;
+  ++preempted_;
+  spdlog::debug("batch: request {} preempted after {} tokens (KV cache full); it restarts later", id,
+                r.out.stats.generated_tokens);
+}
+
+void BatchScheduler::finish(Request& r, StopReason stop) {
+  if (stop != StopReason::stop_string) {
+    std::string tail = r.stop_filter->push(r.decoder->flush());
+    if (!r.stop_filter->stopped()) tail += r.stop_filter->flush();
+    r.out.text += tail;
+  }
+  r.out.stats.stop = stop;
+  backend_.kv_cache().free_sequence(r.seq);
+  r.seq = -1;
+  const int id = static_cast<int>(std::find_if(requests_.begin(), requests_.end(),
+                                               [&](const auto& p) { return p.get() == &r; }) -
+                                  requests_.begin());
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+  r.result = std::move(r.out);
+  r.done = true;
+  ++finished_;
+}
+
+void BatchScheduler::sample_next(Request& r, std::span<const float> row) {
+  std::vector<float> logits(row.begin(), row.end());
+  const TokenId id = r.sampler->sample(logits, r.history);
+  GenerationStats& s = r.out.stats;
+  const auto now = Clock::now();
+  ++s.generated_tokens;
+  ++generated_;
+  if (s.generated_tokens == 1) {
+    r.first = now;
+    s.ttft_s = seconds(r.submitted, now);
+    s.prefill_tok_per_s = s.prompt_tokens / std::max(seconds(r.admitted, now), 1e-9);
+  } else {
+    s.decode_tok_per_s = (s.generated_tokens - 1) / std::max(seconds(r.first, now), 1e-9);
+  }
+  r.out.token_ids.push_back(id);
+  r.history.push_back(id);
+  if (std::find(r.stops.begin(), r.stops.end(), id) != r.stops.end()) return finish(r, StopReason::eos);
+  r.out.text += r.stop_filter->push(r.decoder->push(id));
+  if (r.stop_filter->stopped()) return finish(r, StopReason::stop_string);
+  if (s.generated_tokens >= r.options.max_new_tokens) return finish(r, StopReason::max_tokens);
+  const auto capacity = backend_.kv_cache().shape().tokens();
+  const int limit = static_cast<int>(std::min<std::int64_t>(capacity, backend_.config().max_position_embeddings));
+  if (backend_.kv_cache().length(r.seq) + 1 >= limit) return finish(r, StopReason::context_full);
+  r.next = id;
+}
+
+Result<bool> BatchScheduler::step() {
+  if (auto st = admit(); !st) return st.error();
+  if (running_.empty()) return !waiting_.empty();
+  KvCache& kv = backend_.kv_cache();
+  // The batch: every decoding request's next token, then prompt chunks within the step's budget.
+  std::vector<SequenceInput> batch;
+  std::vector<int> who;
+  while (true) {
+    batch.clear();
+    who.clear();
+    int budget = options_.step_tokens, need = 0;
+    for (const int id : running_) {
+      Request& r = *requests_[id];
+      SequenceInput in;
+      in.seq = r.seq;
+      if (r.next >= 0) {
+        in.tokens = {r.next};
+        --budget;
+      } else {
+        const int n = std::min<int>(static_cast<int>(r.prompt.size()) - r.prefilled, std::max(budget, 0));
+        if (n <= 0) continue;
+        in.tokens.assign(r.prompt.begin() + r.prefilled, r.prompt.begin() + r.prefilled + n);
+        budget -= n;
+      }
+      const int len = kv.length(r.seq);
+      need += blocks_for(len + static_cast<int>(in.tokens.size())) - static_cast<int>(kv.block_table(r.seq).size());
+      batch.push_back(std::move(in));
+      who.push_back(id);
+    }
+    if (need <= kv.free_blocks()) break;
+    // Not enough blocks for this step: the most recently admitted request gives its blocks back.
+    Request& newest = *requests_[running_.back()];
+    if (running_.size() == 1) {
+      finish(newest, StopReason::context_full);  // alone and the cache still cannot hold it
+      return !waiting_.empty() || !running_.empty();
+    }
+    preempt(newest);
+  }
+  if (batch.empty()) return true;
+  ForwardOutput out;
+  if (auto st = backend_.forward(batch, out); !st) return st.error();
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Request& r = *requests_[who[i]];
+    if (r.next >= 0) {
+      r.next = -1;
+    } else {
+      r.prefilled += static_cast<int>(batch[i].tokens.size());
+      if (r.prefilled < static_cast<int>(r.prompt.size())) continue;
+    }
+    sample_next(r, out.row(out.first_row[i]));
+  }
+  return finished_ < static_cast<int>(requests_.size());
+}
+
+Status BatchScheduler::run(const std::function<void(const BatchProgress&)>& on_step) {
+  while (true) {
+    auto more = step();
+    if (!more) return more.error();
+    if (on_step) on_step(progress());
+    if (!*more) return ok_status();
+  }
+}
+
+BatchProgress BatchScheduler::progress() const {
+  BatchProgress p;
+  p.total = static_cast<int>(requests_.size());
+  p.finished = finished_;
+  p.running = static_cast<int>(running_.size());
+  p.waiting = static_cast<int>(waiting_.size());
+  p.generated_tokens = generated_;
+  p.preempted = preempted_;
+  return p;
+}
+
+bool BatchScheduler::finished(int request) const { return requests_.at(request)->done; }
+
+const Result<GenerationResult>& BatchScheduler::result(int request) const { return requests_.at(request)->result; }
+
+}  // namespace cosmos

@@ -1,0 +1,146 @@
+// BatchScheduler (continuous batching) on the CPU backend with the tiny model: each request's tokens
+// equal those of running it alone in a Session (greedy, and seeded sampling with a penalty), with
+// rows of several lengths joining and leaving, prompt chunks sharing steps with decodes, requests
+// waiting for KV blocks and being preempted and restarted; a prompt that cannot fit is refused on
+// its own while the others run.
+#include <gtest/gtest.h>
+
+#include "cosmos/batch_scheduler.h"
+#include "cosmos/model_loader.h"
+#include "cosmos/session.h"
+#include "tiny_model.h"
+
+namespace cosmos {
+namespace {
+
+LoadedModel load(int context) {
+  BackendOptions o;
+  o.context_tokens = context;
+  auto m = load_model(testing::tiny_model_dir(), Device::cpu, o);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+  return std::move(*m);
+}
+
+GenerateOptions options(int n, float temperature, std::uint64_t seed) {
+  GenerateOptions o;
+  o.sampling.temperature = temperature;
+  o.sampling.top_p = 0.9f;
+  o.sampling.repetition_penalty = temperature > 0 ? 1.1f : 1.0f;
+  o.sampling.seed = seed;
+  o.max_new_tokens = n;
+  o.stop_tokens = {-1};  // no stop token: every request runs its full length
+  return o;
+}
+
+std::vector<TokenId> prompt_of(int len, int salt) {
+  std::vector<TokenId> p(len);
+  for (int i = 0; i < len; ++i) p[i] = static_cast<TokenId>((i * 7919 + salt * 104729 + 13) % 150000);
+  return p;
+}
+
+struct Job {
+  std::vector<TokenId> prompt;
+  GenerateOptions options;
+};
+
+std::vector<Job> jobs() {
+  std::vector<Job> v;
+  const int lens[] = {5, 37, 1, 130, 64, 9, 300};
+  const int gens[] = {20, 7, 15, 12, 30, 1, 9};
+  for (int i = 0; i < 7; ++i) v.push_back({prompt_of(lens[i], i), options(gens[i], i % 2 ? 0.8f : 0.0f, 100 + i)});
+  return v;
+}
+
+std::vector<GenerationResult> alone(const LoadedModel& m, const std::vector<Job>& js) {
+  std::vector<GenerationResult> out;
+  for (const Job& j : js) {
+    Session s(*m.backend, *m.tokenizer);
+    auto r = s.generate(j.prompt, j.options);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    out.push_back(*r);
+  }
+  return out;
+}
+
+struct SchedulerCase {
+  int context, max_batch, step_tokens;
+};
+
+class BatchSchedulerP : public ::testing::TestWithParam<SchedulerCase> {};
+
+TEST_P(BatchSchedulerP, EveryRequestGetsTheTokensOfRunningAlone) {
+  const SchedulerCase c = GetParam();
+  LoadedModel ref = load(4096);
+  const std::vector<Job> js = jobs();
+  const std::vector<GenerationResult> want = alone(ref, js);
+
+  LoadedModel m = load(c.context);
+  BatchSchedulerOptions o;
+  o.max_batch = c.max_batch;
+  o.step_tokens = c.step_tokens;
+  BatchScheduler sched(*m.backend, *m.tokenizer, o);
+  for (const Job& j : js) sched.submit(j.prompt, j.options);
+  int steps = 0, most_running = 0;
+  ASSERT_TRUE(sched.run([&](const BatchProgress& p) {
+    ++steps;
+    most_running = std::max(most_running, p.running);
+  }).ok());
+  const BatchProgress p = sched.progress();
+  EXPECT_EQ(p.finished, static_cast<int>(js.size()));
+  EXPECT_LE(most_running, c.max_batch);
+  for (std::size_t i = 0; i < js.size(); ++i) {
+    ASSERT_TRUE(sched.finished(static_cast<int>(i)));
+    const auto& r = sched.result(static_cast<int>(i));
+    ASSERT_TRUE(r.ok()) << "request " << i << ": " << r.error().message;
+    EXPECT_EQ(r->token_ids, want[i].token_ids) << "request " << i;
+    EXPECT_EQ(r->text, want[i].text) << "request " << i;
+    EXPECT_EQ(r->stats.stop, StopReason::max_tokens);
+    EXPECT_EQ(r->stats.prompt_tokens, static_cast<int>(js[i].prompt.size()));
+  }
+  // Every sequence went back to the cache.
+  EXPECT_EQ(m.backend->kv_cache().free_blocks(), m.backend->kv_cache().shape().n_blocks);
+  std::printf("[ info     ] context %d, max batch %d, %d tokens a step: %d steps, up to %d running, %d preempted\n",
+              c.context, c.max_batch, c.step_tokens, steps, most_running, p.preempted);
+  if (c.context < 700) {
+    EXPECT_GT(p.preempted, 0) << "a cache this small should have made requests wait and restart";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchSchedulerP,
+                         ::testing::Values(SchedulerCase{4096, 8, 512},  // all at once, prompts in one step
+                                           SchedulerCase{4096, 3, 48},   // few at a time, prompts in chunks
+                                           SchedulerCase{4096, 1, 512},  // one at a time
+                                           SchedulerCase{512, 8, 64}));  // a small cache: waiting, preemption
+
+TEST(BatchScheduler, APromptThatCannotFitIsRefusedAndTheOthersRun) {
+  LoadedModel m = load(256);
+  BatchScheduler sched(*m.backend, *m.tokenizer);
+  const int small = sched.submit(prompt_of(10, 1), options(5, 0.0f, 1));
+  const int big = sched.submit(prompt_of(400, 2), options(5, 0.0f, 2));
+  GenerateOptions bad = options(5, 0.0f, 3);
+  bad.sampling.top_p = 2.0f;
+  const int invalid = sched.submit(prompt_of(10, 3), bad);
+  const int empty = sched.submit({}, options(5, 0.0f, 4));
+  ASSERT_TRUE(sched.run().ok());
+  ASSERT_TRUE(sched.result(small).ok());
+  EXPECT_EQ(sched.result(small)->token_ids.size(), 5u);
+  ASSERT_FALSE(sched.result(big).ok());
+  EXPECT_EQ(sched.result(big).error().code, "context.overflow");
+  EXPECT_FALSE(sched.result(invalid).ok());
+  ASSERT_FALSE(sched.result(empty).ok());
+  EXPECT_EQ(sched.result(empty).error().code, "batch.prompt");
+  EXPECT_EQ(sched.progress().finished, 4);
+}
+
+TEST(BatchScheduler, ARequestAloneThatOutgrowsTheCacheStopsAtContextFull) {
+  LoadedModel m = load(64);
+  BatchScheduler sched(*m.backend, *m.tokenizer);
+  const int id = sched.submit(prompt_of(40, 5), options(100, 0.0f, 5));
+  ASSERT_TRUE(sched.run().ok());
+  ASSERT_TRUE(sched.result(id).ok());
+  EXPECT_EQ(sched.result(id)->stats.stop, StopReason::context_full);
+  EXPECT_LT(sched.result(id)->token_ids.size(), 100u);
+}
+
+}  // namespace
+}  // namespace cosmos
