@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cosmos/model_loader.h"
+
 namespace cosmos::cli {
 
 int report(const Error& error) {
@@ -25,6 +27,39 @@ Result<std::unique_ptr<Tokenizer>> TokenizerSource::load() const {
   if (tokenizer.empty() && model.empty())
     return make_error(ErrorCategory::bad_input, "cli.usage", "give --tokenizer FILE or --model DIR");
   return load_tokenizer(tokenizer.empty() ? model : tokenizer);
+}
+
+Result<Precision> precision_option(const std::string& name, const std::string& model_dir, const std::string& device,
+                                   int context, bool quiet) {
+  if (name == "auto") {
+    std::string note;
+    auto picked = resolve_auto_precision(model_dir, *device_from_string(device), context, note);
+    if (!picked) return picked.error();
+    if (!quiet) std::cerr << note << "\n";
+    return *picked;
+  }
+  if (auto p = precision_from_string(name)) return *p;
+  return make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision \"" + name + "\"");
+}
+
+void SamplingArgs::add_to(CLI::App& cmd) {
+  cmd.add_option("--max-tokens", max_tokens, "most new tokens")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd.add_option("--temperature", temperature, "0: greedy")->capture_default_str();
+  cmd.add_option("--top-p", top_p)->capture_default_str();
+  cmd.add_option("--top-k", top_k, "0: off")->capture_default_str();
+  cmd.add_option("--min-p", min_p, "0: off")->capture_default_str();
+  cmd.add_option("--repetition-penalty", repetition_penalty)->capture_default_str();
+  cmd.add_option("--seed", seed)->capture_default_str();
+}
+
+void SamplingArgs::apply(GenerateOptions& g) const {
+  g.sampling.temperature = temperature;
+  g.sampling.top_p = top_p;
+  g.sampling.top_k = top_k;
+  g.sampling.min_p = min_p;
+  g.sampling.repetition_penalty = repetition_penalty;
+  g.sampling.seed = seed;
+  g.max_new_tokens = max_tokens;
 }
 
 Result<std::string> read_text(const std::string& path) {

@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cosmos/error.h"
+#include "cosmos/precision.h"
+#include "cosmos/session.h"
 #include "cosmos/tokenizer.h"
 
 namespace cosmos::cli {
@@ -44,6 +46,26 @@ struct TokenizerSource {
   std::string model;
   void add_to(CLI::App& cmd);
   Result<std::unique_ptr<Tokenizer>> load() const;
+};
+
+// --precision NAME for a model folder: a named precision, or "auto" (the most accurate that fits the
+// device at `context` tokens; what it picked is said on stderr unless quiet). Errors: an unknown name,
+// or resolve_auto_precision's.
+Result<Precision> precision_option(const std::string& name, const std::string& model_dir, const std::string& device,
+                                   int context, bool quiet);
+
+// The sampling and length options of generate and batch (--max-tokens, --temperature, --top-p,
+// --top-k, --min-p, --repetition-penalty, --seed), with the app's defaults.
+struct SamplingArgs {
+  int max_tokens = 4096;
+  float temperature = 0.6f;
+  float top_p = 0.95f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.05f;
+  std::uint64_t seed = 0;
+  void add_to(CLI::App& cmd);
+  void apply(GenerateOptions& g) const;  // sets g.sampling and g.max_new_tokens
 };
 
 // Whole file ("-" is standard input).

@@ -37,13 +37,7 @@ struct BatchArgs {
   std::string precision = "bf16";
   int max_batch = 16;
   int step_tokens = 512;
-  int max_tokens = 4096;
-  float temperature = 0.6f;
-  float top_p = 0.95f;
-  int top_k = 0;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.05f;
-  std::uint64_t seed = 0;
+  SamplingArgs sampling;  // the defaults of every line
   int context = 8192;
   int threads = 0;
   bool quiet = false;
@@ -101,13 +95,7 @@ void parse_line(const std::string& text, const BatchArgs& a, const Tokenizer& to
   }
   if (msgs.empty() || msgs.front().role != "system") msgs.insert(msgs.begin(), ChatMessage::text("system", system));
   GenerateOptions& g = l.options;
-  g.sampling.temperature = a.temperature;
-  g.sampling.top_p = a.top_p;
-  g.sampling.top_k = a.top_k;
-  g.sampling.min_p = a.min_p;
-  g.sampling.repetition_penalty = a.repetition_penalty;
-  g.sampling.seed = a.seed;
-  g.max_new_tokens = a.max_tokens;
+  a.sampling.apply(g);
   for (auto err : {read_field(j, "max_tokens", g.max_new_tokens), read_field(j, "temperature", g.sampling.temperature),
                    read_field(j, "top_p", g.sampling.top_p), read_field(j, "top_k", g.sampling.top_k),
                    read_field(j, "min_p", g.sampling.min_p),
@@ -142,16 +130,8 @@ void draw_progress(const BatchProgress& p, double elapsed) {
 int run_batch(const BatchArgs& a) {
   auto text = read_text(a.input);
   if (!text) return report(text.error());
-  std::optional<Precision> precision = precision_from_string(a.precision);
-  if (a.precision == "auto") {
-    std::string note;
-    auto picked = resolve_auto_precision(a.model, *device_from_string(a.device), a.context, note);
-    if (!picked) return report(picked.error());
-    if (!a.quiet) std::cerr << note << "\n";
-    precision = *picked;
-  }
-  if (!precision)
-    return report(make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision \"" + a.precision + "\""));
+  auto precision = precision_option(a.precision, a.model, a.device, a.context, a.quiet);
+  if (!precision) return report(precision.error());
   BackendOptions o;
   o.context_tokens = a.context;
   o.threads = a.threads;
@@ -248,15 +228,7 @@ void register_batch(CLI::App& app, RunFn& run) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8 | int8 | int4 | auto")->capture_default_str();
-  cmd->add_option("--max-tokens", a->max_tokens, "default most new tokens per request")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--temperature", a->temperature, "default; 0: greedy")->capture_default_str();
-  cmd->add_option("--top-p", a->top_p)->capture_default_str();
-  cmd->add_option("--top-k", a->top_k, "0: off")->capture_default_str();
-  cmd->add_option("--min-p", a->min_p, "0: off")->capture_default_str();
-  cmd->add_option("--repetition-penalty", a->repetition_penalty)->capture_default_str();
-  cmd->add_option("--seed", a->seed)->capture_default_str();
+  a->sampling.add_to(*cmd);  // each line's defaults
   cmd->add_option("--context", a->context, "KV-cache tokens shared by the running requests")
       ->check(CLI::Range(16, 1 << 22))
       ->capture_default_str();

@@ -26,13 +26,7 @@ struct GenerateArgs {
   std::optional<std::string> system;
   bool no_system = false;
   bool raw = false;
-  int max_tokens = 4096;
-  float temperature = 0.6f;
-  float top_p = 0.95f;
-  int top_k = 0;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.05f;
-  std::uint64_t seed = 0;
+  SamplingArgs sampling;
   std::vector<std::string> stop;
   int context = 8192;
   int threads = 0;
@@ -68,24 +62,10 @@ Result<std::vector<ChatMessage>> build_messages(const GenerateArgs& a) {
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.messages.has_value())
     return report(make_error(ErrorCategory::bad_input, "cli.usage", "give exactly one of --prompt TEXT or --messages FILE"));
-  std::optional<Precision> precision = precision_from_string(a.precision);
-  if (a.precision == "auto") {
-    std::string note;
-    auto picked = resolve_auto_precision(a.model, *device_from_string(a.device), a.context, note);
-    if (!picked) return report(picked.error());
-    if (!a.quiet) std::cerr << note << "\n";
-    precision = *picked;
-  }
-  if (!precision)
-    return report(make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision \"" + a.precision + "\""));
+  auto precision = precision_option(a.precision, a.model, a.device, a.context, a.quiet);
+  if (!precision) return report(precision.error());
   GenerateOptions g;
-  g.sampling.temperature = a.temperature;
-  g.sampling.top_p = a.top_p;
-  g.sampling.top_k = a.top_k;
-  g.sampling.min_p = a.min_p;
-  g.sampling.repetition_penalty = a.repetition_penalty;
-  g.sampling.seed = a.seed;
-  g.max_new_tokens = a.max_tokens;
+  a.sampling.apply(g);
   g.stop_strings = a.stop;
   if (auto st = validate(g.sampling); !st) return report(st.error());
 
@@ -164,13 +144,7 @@ void register_generate(CLI::App& app, RunFn& run) {
   cmd->add_option("--system", a->system, "system prompt (default: Cosmos-Reason1's reasoning prompt)");
   cmd->add_flag("--no-system", a->no_system, "no system prompt of ours (the template's default applies)");
   cmd->add_flag("--raw", a->raw, "--prompt is the exact model input (no chat format)");
-  cmd->add_option("--max-tokens", a->max_tokens, "most new tokens")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--temperature", a->temperature, "0: greedy")->capture_default_str();
-  cmd->add_option("--top-p", a->top_p)->capture_default_str();
-  cmd->add_option("--top-k", a->top_k, "0: off")->capture_default_str();
-  cmd->add_option("--min-p", a->min_p, "0: off")->capture_default_str();
-  cmd->add_option("--repetition-penalty", a->repetition_penalty)->capture_default_str();
-  cmd->add_option("--seed", a->seed)->capture_default_str();
+  a->sampling.add_to(*cmd);
   cmd->add_option("--stop", a->stop, "stop string (repeatable)");
   cmd->add_option("--context", a->context, "context length in tokens")->check(CLI::Range(16, 1 << 22))->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all cores)");
