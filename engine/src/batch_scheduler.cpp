@@ -81,8 +81,7 @@ void BatchScheduler::fail(Request& r, Error error) {
 
 Status BatchScheduler::admit() {
   KvCache& kv = backend_.kv_cache();
-  const auto capacity = kv.shape().tokens();
-  const int limit = static_cast<int>(std::min<std::int64_t>(capacity, backend_.config().max_position_embeddings));
+  const int limit = context_limit();
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_batch) {
     Request& r = *requests_[waiting_.front()];
     const int n = static_cast<int>(r.prompt.size());
@@ -118,13 +117,22 @@ Status BatchScheduler::admit() {
   return ok_status();
 }
 
+int BatchScheduler::leave_running(const Request& r) {
+  const auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& p) { return p.get() == &r; });
+  const int id = static_cast<int>(it - requests_.begin());
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+  return id;
+}
+
+int BatchScheduler::context_limit() const {
+  const auto capacity = backend_.kv_cache().shape().tokens();
+  return static_cast<int>(std::min<std::int64_t>(capacity, backend_.config().max_position_embeddings));
+}
+
 void BatchScheduler::preempt(Request& r) {
   backend_.kv_cache().free_sequence(r.seq);
   r.seq = -1;
-  const int id = static_cast<int>(std::find_if(requests_.begin(), requests_.end(),
-                                               [&](const auto& p) { return p.get() == &r; }) -
-                                  requests_.begin());
-  running_.erase(std::find(running_.begin(), running_.end(), id));
+  const int id = leave_running(r);
   waiting_.insert(waiting_.begin(), id);  // first in line again; restarts from the beginning
   generated_ -= r.out.stats.generated_tokens;
   ++preempted_;
@@ -141,10 +149,7 @@ void BatchScheduler::finish(Request& r, StopReason stop) {
   r.out.stats.stop = stop;
   backend_.kv_cache().free_sequence(r.seq);
   r.seq = -1;
-  const int id = static_cast<int>(std::find_if(requests_.begin(), requests_.end(),
-                                               [&](const auto& p) { return p.get() == &r; }) -
-                                  requests_.begin());
-  running_.erase(std::find(running_.begin(), running_.end(), id));
+  leave_running(r);
   r.result = std::move(r.out);
   r.done = true;
   ++finished_;
@@ -170,9 +175,7 @@ void BatchScheduler::sample_next(Request& r, std::span<const float> row) {
   r.out.text += r.stop_filter->push(r.decoder->push(id));
   if (r.stop_filter->stopped()) return finish(r, StopReason::stop_string);
   if (s.generated_tokens >= r.options.max_new_tokens) return finish(r, StopReason::max_tokens);
-  const auto capacity = backend_.kv_cache().shape().tokens();
-  const int limit = static_cast<int>(std::min<std::int64_t>(capacity, backend_.config().max_position_embeddings));
-  if (backend_.kv_cache().length(r.seq) + 1 >= limit) return finish(r, StopReason::context_full);
+  if (backend_.kv_cache().length(r.seq) + 1 >= context_limit()) return finish(r, StopReason::context_full);
   r.next = id;
 }
 

@@ -71,6 +71,8 @@ class BatchScheduler {
   void fail(Request& r, Error error);
   void sample_next(Request& r, std::span<const float> logits);
   int blocks_for(int tokens) const;
+  int context_limit() const;                 // the longest prompt + reply (cache and positions)
+  int leave_running(const Request& r);       // takes r out of running_; its index
 
   Backend& backend_;
   const Tokenizer& tokenizer_;
