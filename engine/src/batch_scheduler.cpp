@@ -19,6 +19,7 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 }  // namespace
 
 struct BatchScheduler::Request {
+  int index = 0;
   Request(std::vector<TokenId> p, GenerateOptions o)
       : prompt(std::move(p)), options(std::move(o)),
         result(make_error(ErrorCategory::internal, "batch.pending", "the request has not finished")) {}
@@ -57,6 +58,7 @@ int BatchScheduler::submit(std::vector<TokenId> prompt, GenerateOptions options)
   const int id = static_cast<int>(requests_.size());
   requests_.push_back(std::make_unique<Request>(std::move(prompt), std::move(options)));
   Request& r = *requests_.back();
+  r.index = id;
   r.stops = r.options.stop_tokens.empty() ? default_stops_ : r.options.stop_tokens;
   if (auto st = validate(r.options.sampling); !st) {
     fail(r, st.error());
@@ -73,10 +75,34 @@ int BatchScheduler::blocks_for(int tokens) const {
   return (tokens + bs - 1) / bs;
 }
 
+void BatchScheduler::emit(const Request& r, BatchEvent::Kind kind, std::string_view text) {
+  if (!listener_ || (kind == BatchEvent::Kind::text && text.empty())) return;
+  BatchEvent e;
+  e.request = r.index;
+  e.kind = kind;
+  e.text = text;
+  listener_(e);
+}
+
 void BatchScheduler::fail(Request& r, Error error) {
   r.result = std::move(error);
   r.done = true;
   ++finished_;
+  emit(r, BatchEvent::Kind::finished);
+}
+
+void BatchScheduler::cancel(int request) {
+  Request& r = *requests_.at(request);
+  if (r.done) return;
+  if (r.seq >= 0) return finish(r, StopReason::cancelled);
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), request), waiting_.end());
+  r.out = GenerationResult{};
+  r.out.stats.prompt_tokens = static_cast<int>(r.prompt.size());
+  r.out.stats.stop = StopReason::cancelled;
+  r.result = std::move(r.out);
+  r.done = true;
+  ++finished_;
+  emit(r, BatchEvent::Kind::finished);
 }
 
 Status BatchScheduler::admit() {
@@ -118,10 +144,8 @@ Status BatchScheduler::admit() {
 }
 
 int BatchScheduler::leave_running(const Request& r) {
-  const auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& p) { return p.get() == &r; });
-  const int id = static_cast<int>(it - requests_.begin());
-  running_.erase(std::find(running_.begin(), running_.end(), id));
-  return id;
+  running_.erase(std::find(running_.begin(), running_.end(), r.index));
+  return r.index;
 }
 
 int BatchScheduler::context_limit() const {
@@ -138,13 +162,15 @@ void BatchScheduler::preempt(Request& r) {
   ++preempted_;
   spdlog::debug("batch: request {} preempted after {} tokens (KV cache full); it restarts later", id,
                 r.out.stats.generated_tokens);
+  emit(r, BatchEvent::Kind::restarted);
 }
 
 void BatchScheduler::finish(Request& r, StopReason stop) {
-  if (stop != StopReason::stop_string) {
+  if (stop != StopReason::stop_string && stop != StopReason::cancelled) {
     std::string tail = r.stop_filter->push(r.decoder->flush());
     if (!r.stop_filter->stopped()) tail += r.stop_filter->flush();
     r.out.text += tail;
+    emit(r, BatchEvent::Kind::text, tail);
   }
   r.out.stats.stop = stop;
   backend_.kv_cache().free_sequence(r.seq);
@@ -153,11 +179,10 @@ void BatchScheduler::finish(Request& r, StopReason stop) {
   r.result = std::move(r.out);
   r.done = true;
   ++finished_;
+  emit(r, BatchEvent::Kind::finished);
 }
 
-void BatchScheduler::sample_next(Request& r, std::span<const float> row) {
-  std::vector<float> logits(row.begin(), row.end());
-  const TokenId id = r.sampler->sample(logits, r.history);
+void BatchScheduler::take_token(Request& r, TokenId id) {
   GenerationStats& s = r.out.stats;
   const auto now = Clock::now();
   ++s.generated_tokens;
@@ -172,7 +197,9 @@ void BatchScheduler::sample_next(Request& r, std::span<const float> row) {
   r.out.token_ids.push_back(id);
   r.history.push_back(id);
   if (std::find(r.stops.begin(), r.stops.end(), id) != r.stops.end()) return finish(r, StopReason::eos);
-  r.out.text += r.stop_filter->push(r.decoder->push(id));
+  const std::string piece = r.stop_filter->push(r.decoder->push(id));
+  r.out.text += piece;
+  emit(r, BatchEvent::Kind::text, piece);
   if (r.stop_filter->stopped()) return finish(r, StopReason::stop_string);
   if (s.generated_tokens >= r.options.max_new_tokens) return finish(r, StopReason::max_tokens);
   if (backend_.kv_cache().length(r.seq) + 1 >= context_limit()) return finish(r, StopReason::context_full);
@@ -186,6 +213,10 @@ Result<bool> BatchScheduler::step() {
   // The batch: every decoding request's next token, then prompt chunks within the step's budget.
   std::vector<SequenceInput> batch;
   std::vector<int> who;
+  // Backends that sample on the device (CUDA) sample every sequence's last row there, with its own
+  // parameters, history and draw counter, as a Session does; a sequence still in its prompt
+  // ignores its id. Else each request samples its logits row on the host.
+  const bool device = backend_.samples_on_device();
   while (true) {
     batch.clear();
     who.clear();
@@ -203,6 +234,11 @@ Result<bool> BatchScheduler::step() {
         in.tokens.assign(r.prompt.begin() + r.prefilled, r.prompt.begin() + r.prefilled + n);
         budget -= n;
       }
+      if (device) {
+        in.sampling = &r.options.sampling;
+        in.history = r.history;
+        in.sample_step = static_cast<std::uint64_t>(r.out.stats.generated_tokens);
+      }
       const int len = kv.length(r.seq);
       need += blocks_for(len + static_cast<int>(in.tokens.size())) - static_cast<int>(kv.block_table(r.seq).size());
       batch.push_back(std::move(in));
@@ -218,17 +254,25 @@ Result<bool> BatchScheduler::step() {
     preempt(newest);
   }
   if (batch.empty()) return true;
-  ForwardOutput out;
+  ForwardOutput& out = out_;
   if (auto st = backend_.forward(batch, out); !st) return st.error();
+  std::vector<float>& logits = logits_;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Request& r = *requests_[who[i]];
+    if (r.done) continue;  // cancelled by the listener during this loop
     if (r.next >= 0) {
       r.next = -1;
     } else {
       r.prefilled += static_cast<int>(batch[i].tokens.size());
       if (r.prefilled < static_cast<int>(r.prompt.size())) continue;
     }
-    sample_next(r, out.row(out.first_row[i]));
+    if (device) {
+      take_token(r, out.sampled.at(i));
+    } else {
+      const auto row = out.row(out.first_row[i]);
+      logits.assign(row.begin(), row.end());
+      take_token(r, r.sampler->sample(logits, r.history));
+    }
   }
   return finished_ < static_cast<int>(requests_.size());
 }

@@ -79,6 +79,16 @@ TEST_P(BatchSchedulerP, EveryRequestGetsTheTokensOfRunningAlone) {
   o.max_batch = c.max_batch;
   o.step_tokens = c.step_tokens;
   BatchScheduler sched(*m.backend, *m.tokenizer, o);
+  // What a streaming front end sees: each request's text since its last restart, and one finish.
+  std::vector<std::string> streamed(js.size());
+  std::vector<int> finishes(js.size()), restarts(js.size());
+  sched.set_listener([&](const BatchEvent& e) {
+    switch (e.kind) {
+      case BatchEvent::Kind::text: streamed.at(e.request) += e.text; break;
+      case BatchEvent::Kind::restarted: streamed.at(e.request).clear(); ++restarts.at(e.request); break;
+      case BatchEvent::Kind::finished: ++finishes.at(e.request); break;
+    }
+  });
   for (const Job& j : js) sched.submit(j.prompt, j.options);
   int steps = 0, most_running = 0;
   ASSERT_TRUE(sched.run([&](const BatchProgress& p) {
@@ -96,7 +106,12 @@ TEST_P(BatchSchedulerP, EveryRequestGetsTheTokensOfRunningAlone) {
     EXPECT_EQ(r->text, want[i].text) << "request " << i;
     EXPECT_EQ(r->stats.stop, StopReason::max_tokens);
     EXPECT_EQ(r->stats.prompt_tokens, static_cast<int>(js[i].prompt.size()));
+    EXPECT_EQ(streamed[i], r->text) << "request " << i;
+    EXPECT_EQ(finishes[i], 1) << "request " << i;
   }
+  int restarted = 0;
+  for (const int n : restarts) restarted += n;
+  EXPECT_EQ(restarted, p.preempted);
   // Every sequence went back to the cache.
   EXPECT_EQ(m.backend->kv_cache().free_blocks(), m.backend->kv_cache().shape().n_blocks);
   std::printf("[ info     ] context %d, max batch %d, %d tokens a step: %d steps, up to %d running, %d preempted\n",
@@ -140,6 +155,41 @@ TEST(BatchScheduler, ARequestAloneThatOutgrowsTheCacheStopsAtContextFull) {
   ASSERT_TRUE(sched.result(id).ok());
   EXPECT_EQ(sched.result(id)->stats.stop, StopReason::context_full);
   EXPECT_LT(sched.result(id)->token_ids.size(), 100u);
+}
+
+TEST(BatchScheduler, CancelStopsRunningAndWaitingRequestsAndFreesTheirBlocks) {
+  LoadedModel m = load(4096);
+  BatchSchedulerOptions o;
+  o.max_batch = 2;
+  BatchScheduler sched(*m.backend, *m.tokenizer, o);
+  const int a = sched.submit(prompt_of(12, 1), options(50, 0.0f, 1));
+  const int b = sched.submit(prompt_of(9, 2), options(6, 0.0f, 2));
+  const int c = sched.submit(prompt_of(7, 3), options(50, 0.0f, 3));  // waits: two run at once
+  std::vector<std::string> streamed(3);
+  sched.set_listener([&](const BatchEvent& e) {
+    if (e.kind == BatchEvent::Kind::text) streamed.at(e.request) += e.text;
+    if (e.kind == BatchEvent::Kind::finished && e.request == b) sched.cancel(a);  // from the listener
+  });
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(sched.step().ok());
+  ASSERT_FALSE(sched.finished(a));
+  sched.cancel(c);  // still waiting
+  ASSERT_TRUE(sched.finished(c));
+  ASSERT_TRUE(sched.run().ok());
+  ASSERT_TRUE(sched.result(b).ok());
+  EXPECT_EQ(sched.result(b)->stats.stop, StopReason::max_tokens);
+  ASSERT_TRUE(sched.result(a).ok());
+  EXPECT_EQ(sched.result(a)->stats.stop, StopReason::cancelled);
+  // a ran as long as b (same steps) and kept what it had.
+  EXPECT_GE(sched.result(a)->token_ids.size(), 5u);
+  EXPECT_LT(sched.result(a)->token_ids.size(), 50u);
+  EXPECT_EQ(sched.result(a)->text, streamed[a]);
+  ASSERT_TRUE(sched.result(c).ok());
+  EXPECT_EQ(sched.result(c)->stats.stop, StopReason::cancelled);
+  EXPECT_TRUE(sched.result(c)->token_ids.empty());
+  EXPECT_EQ(sched.progress().finished, 3);
+  sched.cancel(a);  // finished: no effect
+  EXPECT_EQ(sched.progress().finished, 3);
+  EXPECT_EQ(m.backend->kv_cache().free_blocks(), m.backend->kv_cache().shape().n_blocks);
 }
 
 }  // namespace

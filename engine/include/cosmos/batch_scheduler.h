@@ -13,12 +13,15 @@
 // Results do not depend on batching: each request samples with its own Sampler (its seed, its
 // history) from its own logits row, exactly as a Session would; with greedy sampling the tokens
 // equal those of running the request alone (tests/unit/test_batch_scheduler.cpp, CPU backend).
-// Sampling runs on the host from each request's logits (the backends' device sampling is per batch).
+// Backends that sample on the device (CUDA) do so for every sequence of a step, each with its own
+// parameters, history and draw counter (the same draws a Session gets there); else each request
+// samples its logits row on the host.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "cosmos/backend.h"
@@ -31,6 +34,18 @@ namespace cosmos {
 struct BatchSchedulerOptions {
   int max_batch = 16;     // requests in the running batch at once
   int step_tokens = 512;  // tokens per forward pass (decodes first, then prompt chunks)
+};
+
+// What a request did in a step, for front ends that stream replies (the app's parallel answers).
+struct BatchEvent {
+  enum class Kind {
+    text,       // `text` was appended to the reply
+    restarted,  // preempted (KV cache full): the reply so far is void and starts again later
+    finished,   // result(request) is ready (a reply, or why the request failed)
+  };
+  int request = 0;
+  Kind kind = Kind::text;
+  std::string_view text;  // Kind::text only
 };
 
 struct BatchProgress {
@@ -57,6 +72,12 @@ class BatchScheduler {
   // Steps until every request has finished; on_step (may be null) sees the progress after each.
   Status run(const std::function<void(const BatchProgress&)>& on_step = {});
 
+  // Called from step() (same thread) as replies grow, restart and finish; may be null.
+  void set_listener(std::function<void(const BatchEvent&)> listener) { listener_ = std::move(listener); }
+  // Stops a request now: a running one keeps its reply so far (StopReason::cancelled), a waiting
+  // one finishes with no reply. No effect on a finished request.
+  void cancel(int request);
+
   BatchProgress progress() const;
   bool finished(int request) const;
   // The request's result once finished(): the reply (text, ids, stats), or why it was refused.
@@ -69,7 +90,7 @@ class BatchScheduler {
   void preempt(Request& r);
   void finish(Request& r, StopReason stop);
   void fail(Request& r, Error error);
-  void sample_next(Request& r, std::span<const float> logits);
+  void take_token(Request& r, TokenId id);  // the request's next token: stops, text, stats
   int blocks_for(int tokens) const;
   int context_limit() const;                 // the longest prompt + reply (cache and positions)
   int leave_running(const Request& r);       // takes r out of running_; its index
@@ -83,6 +104,10 @@ class BatchScheduler {
   int finished_ = 0, preempted_ = 0;
   long long generated_ = 0;
   std::vector<TokenId> default_stops_;
+  std::function<void(const BatchEvent&)> listener_;
+  ForwardOutput out_;          // the last step's output (buffers reused between steps)
+  std::vector<float> logits_;  // [vocab] host sampling scratch
+  void emit(const Request& r, BatchEvent::Kind kind, std::string_view text = {});
 };
 
 }  // namespace cosmos
