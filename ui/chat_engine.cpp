@@ -9,6 +9,12 @@
 #include "cosmos/tune_cache.h"
 #include "model_switch.h"
 
+// BatchScheduler has a member named emit, which Qt defines away as a keyword macro.
+#pragma push_macro("emit")
+#undef emit
+#include "cosmos/batch_scheduler.h"
+#pragma pop_macro("emit")
+
 namespace cosmos::ui {
 namespace {
 
@@ -110,6 +116,82 @@ class RealChatEngine final : public ChatEngine {
     if (!current_)
       return cosmos::make_error(cosmos::ErrorCategory::bad_input, "generate.no_model", "no model is loaded");
     return current_->session->chat(messages, options, onPiece);
+  }
+
+  std::vector<cosmos::Result<cosmos::GenerationResult>> generateMany(const std::vector<cosmos::ChatMessage>& messages,
+                                                                     const cosmos::GenerateOptions& options, int n,
+                                                                     const AnswerCallbacks& callbacks) override {
+    std::vector<cosmos::Result<cosmos::GenerationResult>> results;
+    if (n <= 0) return results;
+    auto reportAll = [&](const cosmos::Error& error) {
+      results.assign(static_cast<std::size_t>(n), error);
+      for (int i = 0; i < n; ++i)
+        if (callbacks.finished) callbacks.finished(i, results[static_cast<std::size_t>(i)]);
+      return results;
+    };
+    if (!current_)
+      return reportAll(cosmos::make_error(cosmos::ErrorCategory::bad_input, "generate.no_model", "no model is loaded"));
+    cosmos::Backend& backend = *current_->model.backend;
+    const cosmos::Tokenizer& tokenizer = *current_->model.tokenizer;
+    std::vector<cosmos::TokenId> prompt = cosmos::chat_token_ids(tokenizer, messages, cosmos::ChatFormatOptions{});
+
+    // The answers are sequences of their own in the session's KV cache (the scheduler creates and
+    // frees them); the session's sequence and its cached tokens are not touched, so its next turn
+    // still reuses them. Each answer holds its own copy of the prompt: when the prompts and a block
+    // of reply each do not fit beside the session's cache, the session gives its cache back (its
+    // next turn prefills the whole conversation) rather than the answers running one at a time.
+    cosmos::KvCache& kv = backend.kv_cache();
+    const int blockSize = std::max(1, kv.shape().block_size);
+    const int promptBlocks = (static_cast<int>(prompt.size()) + blockSize - 1) / blockSize;
+    if (kv.free_blocks() < n * (promptBlocks + 1) && !current_->session->cached_tokens().empty()) {
+      spdlog::info("app: {} answers need the KV cache of the conversation ({} tokens); it is dropped", n,
+                   current_->session->cached_tokens().size());
+      current_->session->reset();
+    }
+
+    cosmos::BatchSchedulerOptions batchOptions;
+    batchOptions.max_batch = n;
+    batchOptions.step_tokens = std::max(1, options.prefill_chunk);
+    cosmos::BatchScheduler scheduler(backend, tokenizer, batchOptions);
+    std::vector<bool> reported(static_cast<std::size_t>(n), false);
+    scheduler.set_listener([&](const cosmos::BatchEvent& e) {
+      switch (e.kind) {
+        case cosmos::BatchEvent::Kind::text:
+          if (callbacks.piece) callbacks.piece(e.request, e.text);
+          break;
+        case cosmos::BatchEvent::Kind::restarted:
+          if (callbacks.restarted) callbacks.restarted(e.request);
+          break;
+        case cosmos::BatchEvent::Kind::finished:
+          reported[static_cast<std::size_t>(e.request)] = true;
+          if (callbacks.finished) callbacks.finished(e.request, scheduler.result(e.request));
+          break;
+      }
+    });
+    for (int i = 0; i < n; ++i) scheduler.submit(prompt, optionsForAnswer(options, i));
+
+    bool stopped = false;
+    while (true) {
+      if (!stopped && callbacks.step && !callbacks.step(scheduler.progress().generated_tokens)) {
+        stopped = true;  // every answer keeps its text so far
+        for (int i = 0; i < n; ++i) scheduler.cancel(i);
+      }
+      auto more = scheduler.step();
+      if (!more) {  // a backend error: the answers still running fail with it
+        spdlog::warn("app: generating {} answers failed: {} ({})", n, more.error().message, more.error().code);
+        for (int i = 0; i < n; ++i) {
+          if (reported[static_cast<std::size_t>(i)]) continue;
+          reported[static_cast<std::size_t>(i)] = true;
+          if (callbacks.finished) callbacks.finished(i, more.error());
+        }
+        for (int i = 0; i < n; ++i)
+          results.push_back(scheduler.finished(i) ? scheduler.result(i) : cosmos::Result<cosmos::GenerationResult>(more.error()));
+        return results;
+      }
+      if (!*more) break;
+    }
+    for (int i = 0; i < n; ++i) results.push_back(scheduler.result(i));
+    return results;
   }
 
   int contextUsed() const override {

@@ -1,6 +1,7 @@
 // ChatEngine: the engine as the app sees it (docs/UI_ARCHITECTURE.md). Called only on the worker
 // thread, by EngineController. RealChatEngine wraps cosmos::load_model + cosmos::Session; tests use
-// FakeChatEngine (tests/ui/fake_chat_engine.h) with scripted streams.
+// FakeChatEngine (tests/ui/fake_chat_engine.h) with scripted streams. generateMany() runs n answers
+// to one prompt as a batch (cosmos::BatchScheduler) for "Generate N answers".
 #pragma once
 
 #include <QMetaType>
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "cosmos/chat_format.h"
@@ -38,6 +40,30 @@ struct EngineInfo {
   int contextLimit = 0;  // the longest prompt + reply the session holds (tokens)
 };
 
+// What generateMany() reports while it runs (on the worker thread, from inside the call). Answers
+// are numbered 0..n-1.
+struct AnswerCallbacks {
+  // Text appended to an answer.
+  std::function<void(int answer, std::string_view piece)> piece;
+  // The answer starts over (the engine needed its memory for the others): its text so far is void.
+  std::function<void(int answer)> restarted;
+  // The answer is complete, exactly once per answer: its reply (a stopped one with stop reason
+  // `cancelled` and its text so far), or why it failed; the other answers go on.
+  std::function<void(int answer, const cosmos::Result<cosmos::GenerationResult>& result)> finished;
+  // Between steps, with the tokens generated so far over all answers; false stops every answer.
+  std::function<bool(long long generatedTokens)> step;
+};
+
+// The options of answer `answer` of a batch: its own seed, options.sampling.seed + answer.
+inline cosmos::GenerateOptions optionsForAnswer(const cosmos::GenerateOptions& options, int answer) {
+  cosmos::GenerateOptions o = options;
+  o.sampling.seed = options.sampling.seed + static_cast<std::uint64_t>(answer);
+  return o;
+}
+// Greedy decoding (temperature 0, or top-k 1) picks the same tokens whatever the seed: several
+// answers to one prompt would all be the same.
+inline bool answersWouldBeIdentical(const cosmos::SamplingParams& p) { return p.greedy() || p.top_k == 1; }
+
 class ChatEngine {
  public:
   virtual ~ChatEngine() = default;
@@ -50,6 +76,13 @@ class ChatEngine {
   virtual cosmos::Result<cosmos::GenerationResult> generate(const std::vector<cosmos::ChatMessage>& messages,
                                                             const cosmos::GenerateOptions& options,
                                                             const cosmos::StreamCallback& onPiece) = 0;
+  // Generates n answers to `messages` at once (one batch: they share the forward passes), answer i
+  // sampled with optionsForAnswer(options, i). Returns the n results, each also reported by
+  // callbacks.finished. The session's KV cache stays as it was (it may be dropped when the answers
+  // need its memory: the next generate() then prefills the whole conversation).
+  virtual std::vector<cosmos::Result<cosmos::GenerationResult>> generateMany(
+      const std::vector<cosmos::ChatMessage>& messages, const cosmos::GenerateOptions& options, int n,
+      const AnswerCallbacks& callbacks) = 0;
   virtual int contextUsed() const = 0;  // tokens in the session's KV cache now
 };
 

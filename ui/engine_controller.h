@@ -3,6 +3,12 @@
 // (queued to the GUI thread). Text is batched: pieces are accumulated and sent at most every
 // kBatchIntervalMs (a time check inside the stream callback: the worker is busy in generate, so a
 // timer could not fire), and the remainder is flushed before generationFinished/Failed.
+//
+// generateMany() ("Generate N answers") streams n answers at once: each answer's text is batched
+// on its own (answerPiecesReady carries the answer's index, at most every kBatchIntervalMs for all
+// of them), answerRestarted voids an answer's text (its pending text is dropped), answerFinished /
+// answerFailed end one answer (its text flushed first) while the others go on, and
+// generationFinished ends the request after the last one.
 #pragma once
 
 #include <QObject>
@@ -38,6 +44,8 @@ class EngineController : public QObject {
   void load(const EngineLoadRequest& request);
   void generate(qint64 requestId, const std::vector<cosmos::ChatMessage>& messages,
                 const cosmos::GenerateOptions& options);
+  void generateMany(qint64 requestId, const std::vector<cosmos::ChatMessage>& messages,
+                    const cosmos::GenerateOptions& options, int n);
 
   // The GenerationStats as the map generationFinished carries: prompt_tokens, reused_tokens,
   // generated_tokens, ttft_s, prefill_tok_per_s, decode_tok_per_s, stop_reason (string).
@@ -52,6 +60,15 @@ class EngineController : public QObject {
   // stats: statsToMap() plus context_used (tokens in the KV cache after the reply).
   void generationFinished(qint64 requestId, const QVariantMap& stats);
   void generationFailed(qint64 requestId, const QString& message);
+  // generateMany(): answer = 0..n-1. answerFinished's stats are statsToMap() of that answer (stop
+  // reason "cancelled" when stopped). The request then ends with generationFinished (stats over all
+  // answers: answers, prompt_tokens, generated_tokens (sum), ttft_s (first answer's first token),
+  // decode_tok_per_s (all answers' tokens over the time since the first), stop_reason "cancelled"
+  // when stopped, context_used).
+  void answerPiecesReady(qint64 requestId, int answer, const QString& text);
+  void answerRestarted(qint64 requestId, int answer);
+  void answerFinished(qint64 requestId, int answer, const QVariantMap& stats);
+  void answerFailed(qint64 requestId, int answer, const QString& message);
   // While generating, at most every kStatsIntervalMs: tokens_per_s (over the last window),
   // generated_tokens, context_used.
   void statsSample(const QVariantMap& sample);

@@ -21,6 +21,11 @@ EngineHost::EngineHost(std::unique_ptr<ChatEngine> engine, QObject* parent) : QO
           Qt::QueuedConnection);
   connect(controller_, &EngineController::piecesReady, this, &EngineHost::piecesReady, Qt::QueuedConnection);
   connect(controller_, &EngineController::statsSample, this, &EngineHost::statsSample, Qt::QueuedConnection);
+  connect(controller_, &EngineController::answerPiecesReady, this, &EngineHost::answerPiecesReady,
+          Qt::QueuedConnection);
+  connect(controller_, &EngineController::answerRestarted, this, &EngineHost::answerRestarted, Qt::QueuedConnection);
+  connect(controller_, &EngineController::answerFinished, this, &EngineHost::answerFinished, Qt::QueuedConnection);
+  connect(controller_, &EngineController::answerFailed, this, &EngineHost::answerFailed, Qt::QueuedConnection);
   connect(controller_, &EngineController::generationFinished, this,
           [this](qint64 requestId, const QVariantMap& stats) {
             onGenerationEnded(requestId);
@@ -98,6 +103,20 @@ qint64 EngineHost::generate(std::vector<cosmos::ChatMessage> messages, cosmos::G
   QMetaObject::invokeMethod(
       controller,
       [controller, id, m = std::move(messages), o = std::move(options)] { controller->generate(id, m, o); },
+      Qt::QueuedConnection);
+  return id;
+}
+
+qint64 EngineHost::generateMany(std::vector<cosmos::ChatMessage> messages, cosmos::GenerateOptions options, int n) {
+  if (state_ != Ready || n < 1) return -1;
+  const qint64 id = ++nextRequest_;
+  activeRequest_ = id;
+  controller_->clearStop();
+  setState(Generating);
+  EngineController* controller = controller_;
+  QMetaObject::invokeMethod(
+      controller,
+      [controller, id, n, m = std::move(messages), o = std::move(options)] { controller->generateMany(id, m, o, n); },
       Qt::QueuedConnection);
   return id;
 }

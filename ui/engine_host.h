@@ -81,6 +81,11 @@ class EngineHost : public QObject {
   // Queues a reply to `messages`; returns its request id, or -1 when no model is ready (state not
   // Ready). The state is Generating until generationFinished/generationFailed for that id.
   qint64 generate(std::vector<cosmos::ChatMessage> messages, cosmos::GenerateOptions options);
+  // Queues n answers to `messages` as one batch (EngineController::generateMany); returns the
+  // request id, or -1 when no model is ready or n < 1. The answers stream through answerPiecesReady
+  // (answer 0..n-1) and end one by one (answerFinished / answerFailed); generationFinished for the
+  // request id follows the last one.
+  qint64 generateMany(std::vector<cosmos::ChatMessage> messages, cosmos::GenerateOptions options, int n);
   qint64 activeRequest() const { return activeRequest_; }
 
  signals:
@@ -92,6 +97,10 @@ class EngineHost : public QObject {
   void generationFinished(qint64 requestId, const QVariantMap& stats);
   void generationFailed(qint64 requestId, const QString& message);
   void statsSample(const QVariantMap& sample);
+  void answerPiecesReady(qint64 requestId, int answer, const QString& text);
+  void answerRestarted(qint64 requestId, int answer);
+  void answerFinished(qint64 requestId, int answer, const QVariantMap& stats);
+  void answerFailed(qint64 requestId, int answer, const QString& message);
 
  private:
   void setState(State state);

@@ -5,7 +5,12 @@
 //   - streams: each generate() takes the next FakeStream (a default one when none is queued): the
 //     pieces, a delay before each, an optional error after N pieces, or an endless repetition
 //     until the stop callback returns false;
-//   - it records the messages of every request, so tests can check what the view-model sent.
+//   - batches: each generateMany() takes the next FakeBatch (a default one when none is queued): one
+//     FakeAnswer per answer, interleaved round-robin (round k: piece k of answer 0, 1, …, each
+//     answer still going), with a delay before each round and the step callback after each; an
+//     answer may fail after N pieces, restart once after N pieces, or repeat until stopped;
+//   - it records the messages of every request (and the options and n of every batch), so tests can
+//     check what the view-model sent.
 #pragma once
 
 #include <QString>
@@ -16,6 +21,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -51,6 +57,27 @@ struct FakeStream {
   int promptTokens = 12;
 };
 
+struct FakeAnswer {
+  QStringList pieces;
+  int failAfter = -1;        // >= 0: after that many pieces, this answer fails with `error`
+  QString error = QStringLiteral("the fake answer failed");
+  int restartAfter = -1;     // >= 0: after that many pieces, the answer restarts once (from piece 0)
+  bool untilStopped = false; // repeat the pieces until the step callback returns false
+};
+
+struct FakeBatch {
+  std::vector<FakeAnswer> answers;  // fewer than n: the rest get the default pieces
+  int delayMs = 0;                  // before each round
+  int promptTokens = 12;
+
+  // Answer i of a default batch: "Answer i+1" " of n".
+  static FakeAnswer defaultAnswer(int i, int n) {
+    FakeAnswer a;
+    a.pieces = {QStringLiteral("Answer %1").arg(i + 1), QStringLiteral(" of %1").arg(n)};
+    return a;
+  }
+};
+
 class FakeScript {
  public:
   void setLoad(FakeLoad load) {
@@ -71,6 +98,31 @@ class FakeScript {
     FakeStream s = std::move(streams_.front());
     streams_.pop_front();
     return s;
+  }
+  void pushBatch(FakeBatch batch) {
+    std::lock_guard lock(mutex_);
+    batches_.push_back(std::move(batch));
+  }
+  FakeBatch nextBatch() {
+    std::lock_guard lock(mutex_);
+    if (batches_.empty()) return FakeBatch{};
+    FakeBatch b = std::move(batches_.front());
+    batches_.pop_front();
+    return b;
+  }
+  void recordBatch(const cosmos::GenerateOptions& options, int n) {
+    std::lock_guard lock(mutex_);
+    batchOptions_.push_back(options);
+    batchSizes_.push_back(n);
+  }
+  // The options and answer count of every generateMany() call, in order.
+  std::vector<cosmos::GenerateOptions> batchOptions() const {
+    std::lock_guard lock(mutex_);
+    return batchOptions_;
+  }
+  std::vector<int> batchSizes() const {
+    std::lock_guard lock(mutex_);
+    return batchSizes_;
   }
   void recordRequest(const std::vector<cosmos::ChatMessage>& messages) {
     std::lock_guard lock(mutex_);
@@ -99,6 +151,9 @@ class FakeScript {
   mutable std::mutex mutex_;
   FakeLoad load_;
   std::deque<FakeStream> streams_;
+  std::deque<FakeBatch> batches_;
+  std::vector<cosmos::GenerateOptions> batchOptions_;
+  std::vector<int> batchSizes_;
   std::vector<std::vector<cosmos::ChatMessage>> requests_;
 };
 
@@ -155,6 +210,80 @@ class FakeChatEngine final : public ChatEngine {
       return cosmos::make_error(cosmos::ErrorCategory::out_of_memory, "fake.generate", s.error.toStdString());
     stats.stop = cosmos::StopReason::eos;
     return result;
+  }
+
+  std::vector<cosmos::Result<cosmos::GenerationResult>> generateMany(const std::vector<cosmos::ChatMessage>& messages,
+                                                                     const cosmos::GenerateOptions& options, int n,
+                                                                     const AnswerCallbacks& callbacks) override {
+    script_->recordRequest(messages);
+    script_->recordBatch(options, n);
+    const FakeBatch b = script_->nextBatch();
+    struct Answer {
+      FakeAnswer script;
+      int next = 0;  // the next piece
+      bool restarted = false;
+      std::optional<cosmos::Result<cosmos::GenerationResult>> result;
+      cosmos::GenerationResult out;
+    };
+    std::vector<Answer> answers(static_cast<std::size_t>(std::max(0, n)));
+    for (int i = 0; i < n; ++i) {
+      Answer& a = answers[static_cast<std::size_t>(i)];
+      a.script = i < static_cast<int>(b.answers.size()) ? b.answers[static_cast<std::size_t>(i)] : FakeBatch::defaultAnswer(i, n);
+      a.out.stats.prompt_tokens = b.promptTokens;
+      a.out.stats.ttft_s = 0.01;
+      a.out.stats.prefill_tok_per_s = 500;
+    }
+    auto finish = [&](int i, cosmos::Result<cosmos::GenerationResult> r) {
+      Answer& a = answers[static_cast<std::size_t>(i)];
+      a.result = std::move(r);
+      if (callbacks.finished) callbacks.finished(i, *a.result);
+    };
+    long long generated = 0;
+    bool stopped = false;
+    script_->contextUsed = b.promptTokens;
+    while (true) {
+      if (callbacks.step && !callbacks.step(generated)) stopped = true;
+      bool running = false;
+      for (int i = 0; i < n; ++i) {
+        Answer& a = answers[static_cast<std::size_t>(i)];
+        if (a.result) continue;
+        if (stopped) {
+          a.out.stats.stop = cosmos::StopReason::cancelled;
+          finish(i, a.out);
+          continue;
+        }
+        const int count = static_cast<int>(a.script.pieces.size());
+        if (a.next == a.script.failAfter) {
+          finish(i, cosmos::make_error(cosmos::ErrorCategory::out_of_memory, "fake.generate", a.script.error.toStdString()));
+          continue;
+        }
+        if (a.next == a.script.restartAfter && !a.restarted) {
+          a.restarted = true;
+          a.next = 0;
+          generated -= a.out.stats.generated_tokens;
+          a.out.text.clear();
+          a.out.stats.generated_tokens = 0;
+          if (callbacks.restarted) callbacks.restarted(i);
+        }
+        if (count == 0 || (!a.script.untilStopped && a.next >= count)) {
+          a.out.stats.stop = cosmos::StopReason::eos;
+          finish(i, a.out);
+          continue;
+        }
+        const std::string piece = a.script.pieces[a.next % count].toStdString();
+        ++a.next;
+        a.out.text += piece;
+        ++a.out.stats.generated_tokens;
+        ++generated;
+        if (callbacks.piece) callbacks.piece(i, piece);
+        running = true;
+      }
+      if (!running) break;
+      if (b.delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(b.delayMs));
+    }
+    std::vector<cosmos::Result<cosmos::GenerationResult>> results;
+    for (Answer& a : answers) results.push_back(std::move(*a.result));
+    return results;
   }
 
   int contextUsed() const override { return script_->contextUsed.load(); }

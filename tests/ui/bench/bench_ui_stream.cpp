@@ -181,6 +181,11 @@ class PacedFakeEngine final : public cosmos::ui::ChatEngine {
       return onPiece(piece, stats);
     });
   }
+  std::vector<cosmos::Result<cosmos::GenerationResult>> generateMany(const std::vector<cosmos::ChatMessage>& messages,
+                                                                     const cosmos::GenerateOptions& options, int n,
+                                                                     const cosmos::ui::AnswerCallbacks& callbacks) override {
+    return fake_.generateMany(messages, options, n, callbacks);  // not paced: the benchmark streams one reply
+  }
   int contextUsed() const override { return fake_.contextUsed(); }
 
  private:
