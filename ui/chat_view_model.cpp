@@ -1,11 +1,8 @@
 #include "chat_view_model.h"
 
-#include <QFileInfo>
-
-#include <spdlog/spdlog.h>
-
 #include <limits>
 
+#include "chat_engine.h"
 #include "engine_host.h"
 #include "message_blocks_model.h"
 
@@ -14,8 +11,6 @@ namespace {
 
 const QString kUser = QStringLiteral("user");
 const QString kAssistant = QStringLiteral("assistant");
-
-QString fromStd(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
 // A float setting as the person typed it (0.7f is 0.699999988 as a double).
 double rounded(float v) { return QString::number(static_cast<double>(v), 'g', 6).toDouble(); }
@@ -45,13 +40,18 @@ ChatViewModel::ChatViewModel(EngineHost* engine, ConversationStore* store, QObje
     : QAbstractListModel(parent), engine_(engine), store_(store) {
   saveTimer_.setInterval(kSaveIntervalMs);
   connect(&saveTimer_, &QTimer::timeout, this, [this] {
-    if (stream_ && stream_->dirty) saveStream(true);
+    for (auto& s : streams_)
+      if (!s->ended && s->dirty) saveStream(*s, true);
   });
   if (engine_) {
     connect(engine_, &EngineHost::stateChanged, this, &ChatViewModel::notifyCanSend);
     connect(engine_, &EngineHost::piecesReady, this, &ChatViewModel::onPieces);
     connect(engine_, &EngineHost::generationFinished, this, &ChatViewModel::onFinished);
     connect(engine_, &EngineHost::generationFailed, this, &ChatViewModel::onFailed);
+    connect(engine_, &EngineHost::answerPiecesReady, this, &ChatViewModel::onAnswerPieces);
+    connect(engine_, &EngineHost::answerRestarted, this, &ChatViewModel::onAnswerRestarted);
+    connect(engine_, &EngineHost::answerFinished, this, &ChatViewModel::onAnswerFinished);
+    connect(engine_, &EngineHost::answerFailed, this, &ChatViewModel::onAnswerFailed);
   }
   if (store_) {
     connect(store_, &ConversationStore::conversationsChanged, this, [this] {
@@ -63,7 +63,8 @@ ChatViewModel::ChatViewModel(EngineHost* engine, ConversationStore* store, QObje
 
 ChatViewModel::~ChatViewModel() {
   // A reply still streaming keeps what arrived.
-  if (stream_ && stream_->dirty) saveStream(false);
+  for (auto& s : streams_)
+    if (!s->ended && s->dirty) saveStream(*s, false);
 }
 
 int ChatViewModel::rowCount(const QModelIndex& parent) const {
@@ -86,6 +87,7 @@ QVariant ChatViewModel::data(const QModelIndex& index, int role) const {
     case BlocksRole: return QVariant::fromValue(static_cast<QObject*>(r.blocks));
     case SiblingIndexRole: return r.siblingIndex;
     case SiblingCountRole: return r.siblingCount;
+    case ErrorRole: return r.error;
     default: return {};
   }
 }
@@ -94,7 +96,7 @@ QHash<int, QByteArray> ChatViewModel::roleNames() const {
   return {{MessageIdRole, "messageId"}, {RoleRole, "role"},         {ContentRole, "content"},
           {ReasoningRole, "reasoning"}, {ThinkingRole, "thinking"}, {StreamingRole, "streaming"},
           {ThoughtSecondsRole, "thoughtSeconds"}, {StatsRole, "stats"}, {BlocksRole, "blocks"},
-          {SiblingIndexRole, "siblingIndex"}, {SiblingCountRole, "siblingCount"}};
+          {SiblingIndexRole, "siblingIndex"}, {SiblingCountRole, "siblingCount"}, {ErrorRole, "error"}};
 }
 
 QString ChatViewModel::blockedReason() const {
@@ -108,6 +110,18 @@ QString ChatViewModel::blockedReason() const {
     case EngineHost::Failed: return QStringLiteral("Load a model first");
   }
   if (!store_ || !store_->isOpen()) return QStringLiteral("The conversation database is not open");
+  return {};
+}
+
+QString ChatViewModel::answersBlockedReason() const {
+  if (const QString reason = blockedReason(); !reason.isEmpty()) return reason;
+  const ChatSettings settings = settings_ ? settings_() : ChatSettings{};
+  if (answersWouldBeIdentical(settings.options.sampling))
+    return settings.options.sampling.greedy()
+               ? QStringLiteral("With temperature 0 (greedy sampling) every answer would be the same: raise the "
+                                "temperature in the settings to get different answers.")
+               : QStringLiteral("With top-k 1 every answer would be the same: raise top-k in the settings to get "
+                                "different answers.");
   return {};
 }
 
@@ -141,6 +155,7 @@ ChatViewModel::Row ChatViewModel::makeRow(const StoredMessage& message) {
   if (message.meta.value(QStringLiteral("streaming")).toBool() && !r.stats.contains(QStringLiteral("stop_reason")))
     r.stats.insert(QStringLiteral("stop_reason"), QStringLiteral("interrupted"));
   r.thoughtSeconds = message.meta.value(QStringLiteral("thoughtSeconds")).toDouble();
+  r.error = message.meta.value(QStringLiteral("error")).toString();
   r.blocks = new MessageBlocksModel(this);
   r.blocks->setText(r.content);
   return r;
@@ -168,9 +183,9 @@ void ChatViewModel::stop() {
   if (engine_ && busy()) engine_->stop();
 }
 
-bool ChatViewModel::send(const QString& text) {
-  if (text.trimmed().isEmpty() || !canSend()) return false;
-  setErrorText({});
+// Stores the user's message under the current leaf (creating the conversation first when none is
+// open) and shows it.
+bool ChatViewModel::addUserMessage(const QString& text) {
   if (conversationId_ <= 0) {
     const qint64 id = store_->createConversation();
     if (id < 0) {
@@ -194,17 +209,52 @@ bool ChatViewModel::send(const QString& text) {
   Row row = makeRow(m);
   setSiblingsFromStore(row);
   appendRow(std::move(row));
-  return startReply(userId);
+  return true;
+}
+
+bool ChatViewModel::send(const QString& text) {
+  if (text.trimmed().isEmpty() || !canSend()) return false;
+  setErrorText({});
+  return addUserMessage(text) && startReply(rows_.back().id);
+}
+
+bool ChatViewModel::sendForAnswers(const QString& text, int n) {
+  if (text.trimmed().isEmpty()) return false;
+  if (n < kMinAnswers || n > kMaxAnswers || !canGenerateAnswers()) {
+    if (const QString reason = answersBlockedReason(); !reason.isEmpty() && canSend()) setErrorText(reason);
+    return false;
+  }
+  setErrorText({});
+  return addUserMessage(text) && startReply(rows_.back().id, n);
+}
+
+int ChatViewModel::lastUserRow() const {
+  int user = static_cast<int>(rows_.size()) - 1;
+  while (user >= 0 && rows_[static_cast<std::size_t>(user)].role != kUser) --user;
+  return user;
 }
 
 bool ChatViewModel::regenerate() {
   if (!canSend()) return false;
-  int user = static_cast<int>(rows_.size()) - 1;
-  while (user >= 0 && rows_[static_cast<std::size_t>(user)].role != kUser) --user;
+  const int user = lastUserRow();
   if (user < 0) return false;
   setErrorText({});
   removeRowsFrom(user + 1);
   return startReply(rows_[static_cast<std::size_t>(user)].id);
+}
+
+bool ChatViewModel::generateAnswers(int n) {
+  if (n < kMinAnswers || n > kMaxAnswers) return false;
+  if (!canGenerateAnswers()) {
+    // Said, not silently ignored (a keyboard shortcut reaches here too); "Generating…" needs no banner.
+    if (canSend()) setErrorText(answersBlockedReason());
+    return false;
+  }
+  const int user = lastUserRow();
+  if (user < 0) return false;
+  setErrorText({});
+  removeRowsFrom(user + 1);
+  return startReply(rows_[static_cast<std::size_t>(user)].id, n);
 }
 
 bool ChatViewModel::editAndResend(int row, const QString& text) {
@@ -245,156 +295,6 @@ std::vector<cosmos::ChatMessage> ChatViewModel::promptMessages(const QString& sy
     out.push_back(cosmos::ChatMessage::text(r.role.toStdString(), text.toStdString()));
   }
   return out;
-}
-
-bool ChatViewModel::startReply(qint64 userMessageId) {
-  const ChatSettings settings = settings_ ? settings_() : ChatSettings{};
-  const QVariantMap generation =
-      engine_ ? generationMeta(QFileInfo(engine_->modelDir()).fileName(), engine_->precision(), settings.options)
-              : generationMeta({}, {}, settings.options);
-  QVariantMap meta = generation;
-  meta.insert(QStringLiteral("streaming"), true);
-  const qint64 replyId = store_->addMessage(conversationId_, userMessageId, kAssistant, {}, {}, meta);
-  if (replyId < 0) {
-    setErrorText(store_->lastError());
-    return false;
-  }
-  StoredMessage m;
-  m.id = replyId;
-  m.conversationId = conversationId_;
-  m.parentId = userMessageId;
-  m.role = kAssistant;
-  m.meta = meta;
-  Row row = makeRow(m);
-  row.streaming = true;
-  row.stats.clear();  // this reply is the one streaming now, not an interrupted one
-  setSiblingsFromStore(row);  // a regenerated reply is the last of its siblings
-  appendRow(std::move(row));
-
-  const qint64 requestId = engine_ ? engine_->generate(promptMessages(settings.systemPrompt), settings.options) : -1;
-  if (requestId < 0) {
-    Row& r = rows_.back();
-    r.streaming = false;
-    const QModelIndex i = index(rowCount() - 1);
-    emit dataChanged(i, i, {StreamingRole});
-    const QString error = QStringLiteral("No model is ready to reply.");
-    QVariantMap failed = generation;
-    failed.insert(QStringLiteral("error"), error);
-    r.meta = failed;
-    store_->updateMessage(replyId, {}, {}, failed);
-    setErrorText(error);
-    return false;
-  }
-  stream_.emplace();
-  stream_->requestId = requestId;
-  stream_->messageId = replyId;
-  stream_->generation = generation;
-  stream_->clock.start();
-  saveTimer_.start();
-  emit busyChanged();
-  emit canSendChanged();
-  return true;
-}
-
-int ChatViewModel::streamRow() const {
-  if (!stream_) return -1;
-  for (int i = static_cast<int>(rows_.size()) - 1; i >= 0; --i)
-    if (rows_[static_cast<std::size_t>(i)].id == stream_->messageId) return i;
-  return -1;
-}
-
-void ChatViewModel::applyDelta(const cosmos::ReasoningDelta& delta) {
-  Stream& s = *stream_;
-  const qint64 nowMs = s.clock.elapsed();
-  // A bare </think> (answer_reset) turns the text so far into reasoning: it began with the reply.
-  if (!delta.reasoning.empty() && s.thinkStartMs < 0)
-    s.thinkStartMs = delta.answer_reset && s.firstTextMs >= 0 ? s.firstTextMs : nowMs;
-  if (delta.answer_reset) s.content.clear();
-  const QString answer = fromStd(delta.answer);
-  s.reasoning += fromStd(delta.reasoning);
-  s.content += answer;
-  if (s.thinkStartMs >= 0 && !s.thinkClosed) {
-    s.thoughtSeconds = static_cast<double>(nowMs - s.thinkStartMs) / 1000.0;
-    s.thinkClosed = s.parser.reasoning_closed();
-  }
-  s.dirty = true;
-
-  const int r = streamRow();
-  if (r < 0) return;
-  Row& row = rows_[static_cast<std::size_t>(r)];
-  row.content = s.content;
-  row.reasoning = s.reasoning;
-  row.thinking = s.parser.in_reasoning();
-  row.thoughtSeconds = s.thoughtSeconds;
-  if (delta.answer_reset)
-    row.blocks->setText(row.content);
-  else
-    row.blocks->append(answer);
-  const QModelIndex i = index(r);
-  emit dataChanged(i, i, {ContentRole, ReasoningRole, ThinkingRole, ThoughtSecondsRole});
-}
-
-void ChatViewModel::onPieces(qint64 requestId, const QString& text) {
-  if (!stream_ || stream_->requestId != requestId) return;
-  if (stream_->firstTextMs < 0 && !text.isEmpty()) stream_->firstTextMs = stream_->clock.elapsed();
-  stream_->raw += text;
-  applyDelta(stream_->parser.push(text.toStdString()));
-}
-
-void ChatViewModel::onFinished(qint64 requestId, const QVariantMap& stats) {
-  if (!stream_ || stream_->requestId != requestId) return;
-  endStream(stats, {});
-}
-
-void ChatViewModel::onFailed(qint64 requestId, const QString& message) {
-  if (!stream_ || stream_->requestId != requestId) return;
-  endStream({}, message);
-  setErrorText(message);
-}
-
-void ChatViewModel::endStream(const QVariantMap& stats, const QString& error) {
-  applyDelta(stream_->parser.finish());
-  saveStream(false, stats, error);
-  const int r = streamRow();
-  if (r >= 0) {
-    Row& row = rows_[static_cast<std::size_t>(r)];
-    row.streaming = false;
-    row.thinking = false;
-    row.stats = stats;
-    row.meta = streamMeta(false, stats, error);
-    const QModelIndex i = index(r);
-    emit dataChanged(i, i, {ThinkingRole, StreamingRole, StatsRole});
-  }
-  saveTimer_.stop();
-  stream_.reset();
-  emit busyChanged();
-  emit canSendChanged();
-}
-
-QVariantMap ChatViewModel::streamMeta(bool streaming, const QVariantMap& stats, const QString& error) const {
-  QVariantMap meta = stream_->generation;
-  meta.insert(QStringLiteral("raw"), stream_->raw);
-  if (stream_->thinkStartMs >= 0) meta.insert(QStringLiteral("thoughtSeconds"), stream_->thoughtSeconds);
-  if (streaming) meta.insert(QStringLiteral("streaming"), true);
-  if (!stats.isEmpty()) {
-    meta.insert(QStringLiteral("stats"), stats);
-    if (stats.value(QStringLiteral("stop_reason")).toString() == QStringLiteral("cancelled"))
-      meta.insert(QStringLiteral("stopped"), true);
-  }
-  if (!error.isEmpty()) meta.insert(QStringLiteral("error"), error);
-  return meta;
-}
-
-void ChatViewModel::saveStream(bool streaming, const QVariantMap& stats, const QString& error) {
-  if (!store_ || !stream_) return;
-  if (!store_->updateMessage(stream_->messageId, stream_->content, stream_->reasoning,
-                             streamMeta(streaming, stats, error))) {
-    spdlog::warn("app: saving the reply failed: {}", store_->lastError().toStdString());
-    setErrorText(store_->lastError());
-    return;
-  }
-  stream_->dirty = false;
-  emit messageSaved(stream_->messageId);
 }
 
 }  // namespace cosmos::ui

@@ -17,6 +17,17 @@
 // descendant): that row changes in place (dataChanged), the rows after it are removed and the new
 // branch's inserted, the rows before it are untouched. The tree walks are in
 // chat_view_model_branches.cpp.
+//
+// Several answers: generateAnswers(n) (n = 2..8) asks for n new replies to the last user message
+// at once (sendForAnswers(text, n): a new message and n replies). The n assistant messages are
+// siblings under the user message, stored at once; the engine runs them as one batch
+// (EngineHost::generateMany, answer i with the seed + i) and each streams into its own message
+// (its own parser and blocks; dataChanged only for its row when it is shown). The first new one is
+// shown; switchSibling works while they stream and shows the chosen one's text so far. Each is
+// saved at least every second and when it ends: a stopped one keeps its text (meta stopped), a
+// failed one its text and error (the others go on), one restarted by the engine (memory) starts
+// over. With greedy sampling every answer would be the same: the action is refused and
+// answersBlockedReason says why. The streaming code is in chat_view_model_stream.cpp.
 #pragma once
 
 #include <QAbstractListModel>
@@ -27,7 +38,7 @@
 #include <QVariantMap>
 
 #include <functional>
-#include <optional>
+#include <memory>
 #include <vector>
 
 #include "conversation_store.h"
@@ -57,9 +68,19 @@ class ChatViewModel : public QAbstractListModel {
   Q_PROPERTY(bool canSend READ canSend NOTIFY canSendChanged)
   Q_PROPERTY(QString blockedReason READ blockedReason NOTIFY canSendChanged)
   Q_PROPERTY(QString errorText READ errorText NOTIFY errorTextChanged)
+  // "Generate N answers": possible now (a model is ready, nothing streams, sampling is not greedy).
+  Q_PROPERTY(bool canGenerateAnswers READ canGenerateAnswers NOTIFY canSendChanged)
+  // Why generateAnswers()/sendForAnswers() are refused now; empty when they are not.
+  Q_PROPERTY(QString answersBlockedReason READ answersBlockedReason NOTIFY canSendChanged)
+  // switchSibling is possible now: nothing streams, or the streaming replies are several answers.
+  Q_PROPERTY(bool canSwitchVersions READ canSwitchVersions NOTIFY busyChanged)
+  Q_PROPERTY(int minAnswers READ minAnswers CONSTANT)
+  Q_PROPERTY(int maxAnswers READ maxAnswers CONSTANT)
 
  public:
   static constexpr int kSaveIntervalMs = 1000;  // a streaming reply is saved at least this often
+  static constexpr int kMinAnswers = 2;         // generateAnswers(n): n in kMinAnswers..kMaxAnswers
+  static constexpr int kMaxAnswers = 8;
 
   enum Role {
     MessageIdRole = Qt::UserRole + 1,  // qint64
@@ -73,6 +94,7 @@ class ChatViewModel : public QAbstractListModel {
     BlocksRole,                        // MessageBlocksModel*: the content as Markdown blocks
     SiblingIndexRole,                  // int: 1-based place among the messages with the same parent
     SiblingCountRole,                  // int: how many messages share the parent (1: no versions)
+    ErrorRole,                         // QString: why this reply failed (empty when it did not)
   };
   Q_ENUM(Role)
 
@@ -86,18 +108,30 @@ class ChatViewModel : public QAbstractListModel {
   QHash<int, QByteArray> roleNames() const override;
 
   qint64 conversationId() const { return conversationId_; }
-  bool busy() const { return stream_.has_value(); }
+  bool busy() const { return requestId_ >= 0; }
   bool canSend() const { return blockedReason().isEmpty(); }
   // Why send() is refused now ("Load a model first", "Loading the model…", "Generating…"); empty
   // when it is not.
   QString blockedReason() const;
   QString errorText() const { return errorText_; }
+  bool canGenerateAnswers() const { return answersBlockedReason().isEmpty(); }
+  QString answersBlockedReason() const;
+  bool canSwitchVersions() const { return !busy() || manyAnswers_; }
+  int minAnswers() const { return kMinAnswers; }
+  int maxAnswers() const { return kMaxAnswers; }
+  // The sampling settings changed (greedy or not): canGenerateAnswers may have (the app connects it).
+  void notifySettingsChanged() { emit canSendChanged(); }
 
   // Sends a user message in the open conversation (a new one is created when none is open).
   Q_INVOKABLE bool send(const QString& text);
   Q_INVOKABLE void stop();
   // A new reply to the last user message, as a sibling of the current one.
   Q_INVOKABLE bool regenerate();
+  // n (kMinAnswers..kMaxAnswers) new replies to the last user message at once, as siblings of the
+  // current one; refused (false, errorText says why) when answersBlockedReason() is not empty.
+  Q_INVOKABLE bool generateAnswers(int n);
+  // Sends a user message as send() does and asks for n replies to it at once.
+  Q_INVOKABLE bool sendForAnswers(const QString& text, int n);
   // A new version of the user message at `row` (a sibling under the same parent), then a reply.
   Q_INVOKABLE bool editAndResend(int row, const QString& text);
   // Shows the conversation's latest branch (a running reply is stopped and still saved).
@@ -107,7 +141,8 @@ class ChatViewModel : public QAbstractListModel {
   // the conversation.
   Q_INVOKABLE bool openMessage(qint64 conversationId, qint64 messageId);
   // Shows the branch through the sibling `delta` places from the message at `row` (-1: the older
-  // version, +1: the newer one). Refused (false) while a reply streams or past the first/last one.
+  // version, +1: the newer one). Refused (false) past the first/last one and while a single reply
+  // streams (not while several answers do: canSwitchVersions).
   Q_INVOKABLE bool switchSibling(int row, int delta);
   // An empty view; the conversation is created in the store by the first send().
   Q_INVOKABLE void newConversation();
@@ -132,13 +167,16 @@ class ChatViewModel : public QAbstractListModel {
     double thoughtSeconds = 0;
     QVariantMap stats;
     QVariantMap meta;
+    QString error;
     int siblingIndex = 1, siblingCount = 1;
     MessageBlocksModel* blocks = nullptr;  // owned (child of this)
   };
-  // The reply being generated; its row may not be shown (another conversation was opened).
+  // A reply being generated (one of several answers: `answer`); its row may not be shown (another
+  // branch or conversation is).
   struct Stream {
-    qint64 requestId = -1;
     qint64 messageId = 0;
+    int answer = 0;
+    bool ended = false;          // finished, stopped or failed (saved for the last time)
     cosmos::ReasoningParser parser;
     QString raw;                 // the reply as the model wrote it
     QString content, reasoning;  // the parser's channels so far
@@ -160,17 +198,27 @@ class ChatViewModel : public QAbstractListModel {
   void setSiblingsFromStore(Row& row) const;
   void replaceRowsFrom(int row, std::vector<Row> fresh);
   void restoreStreamingRow(Row& row) const;
-  bool startReply(qint64 userMessageId);
+  bool startReply(qint64 userMessageId, int answers = 1);
+  bool addUserMessage(const QString& text);
+  int lastUserRow() const;
   std::vector<cosmos::ChatMessage> promptMessages(const QString& systemPrompt) const;
-  int streamRow() const;  // the row of the streaming reply, -1 when not shown
-  void applyDelta(const cosmos::ReasoningDelta& delta);
+  Stream* streamOf(qint64 requestId, int answer);  // a running answer of the request, else null
+  int streamRow(const Stream& s) const;            // its row, -1 when not shown
+  void appendText(Stream& s, const QString& text);
+  void applyDelta(Stream& s, const cosmos::ReasoningDelta& delta);
+  void restartStream(Stream& s);
   void onPieces(qint64 requestId, const QString& text);
   void onFinished(qint64 requestId, const QVariantMap& stats);
   void onFailed(qint64 requestId, const QString& message);
-  void endStream(const QVariantMap& stats, const QString& error);
+  void onAnswerPieces(qint64 requestId, int answer, const QString& text);
+  void onAnswerRestarted(qint64 requestId, int answer);
+  void onAnswerFinished(qint64 requestId, int answer, const QVariantMap& stats);
+  void onAnswerFailed(qint64 requestId, int answer, const QString& message);
+  void endStream(Stream& s, const QVariantMap& stats, const QString& error);
+  void endRequest();
   void notifyCanSend();
-  QVariantMap streamMeta(bool streaming, const QVariantMap& stats, const QString& error) const;
-  void saveStream(bool streaming, const QVariantMap& stats = {}, const QString& error = {});
+  QVariantMap streamMeta(const Stream& s, bool streaming, const QVariantMap& stats, const QString& error) const;
+  void saveStream(Stream& s, bool streaming, const QVariantMap& stats = {}, const QString& error = {});
 
   QPointer<EngineHost> engine_;
   QPointer<ConversationStore> store_;
@@ -178,7 +226,9 @@ class ChatViewModel : public QAbstractListModel {
   std::vector<Row> rows_;
   qint64 conversationId_ = 0;
   QString errorText_;
-  std::optional<Stream> stream_;
+  qint64 requestId_ = -1;  // the generation in flight (-1: none)
+  bool manyAnswers_ = false;  // it is several answers (generateMany)
+  std::vector<std::unique_ptr<Stream>> streams_;  // its replies, by answer
   QTimer saveTimer_;
 };
 

@@ -1,5 +1,6 @@
 // ChatViewModel, part 2: which branch of the conversation's message tree is shown (opening a
-// conversation or a message, switching between sibling versions). The rest is in chat_view_model.cpp.
+// conversation or a message, switching between sibling versions, also between answers that are
+// still streaming). The rest is in chat_view_model.cpp and chat_view_model_stream.cpp.
 #include <QHash>
 
 #include <algorithm>
@@ -62,14 +63,20 @@ class MessageTree {
 
 }  // namespace
 
+// A row read from the store whose reply is still arriving: the text so far (the store has it as of
+// the last save).
 void ChatViewModel::restoreStreamingRow(Row& row) const {
-  if (!stream_ || stream_->messageId != row.id) return;
-  row.content = stream_->content;  // its reply is still arriving
-  row.reasoning = stream_->reasoning;
-  row.thinking = stream_->parser.in_reasoning();
-  row.thoughtSeconds = stream_->thoughtSeconds;
-  row.streaming = true;
-  row.blocks->setText(row.content);
+  for (const auto& s : streams_) {
+    if (s->ended || s->messageId != row.id) continue;
+    row.content = s->content;
+    row.reasoning = s->reasoning;
+    row.thinking = s->parser.in_reasoning();
+    row.thoughtSeconds = s->thoughtSeconds;
+    row.streaming = true;
+    row.stats.clear();  // not "interrupted": it is streaming now
+    row.error.clear();
+    row.blocks->setText(row.content);
+  }
 }
 
 void ChatViewModel::setSiblingsFromStore(Row& row) const {
@@ -121,7 +128,7 @@ bool ChatViewModel::openMessage(qint64 conversationId, qint64 messageId) {
 }
 
 bool ChatViewModel::switchSibling(int row, int delta) {
-  if (busy() || !store_ || row < 0 || row >= rowCount() || delta == 0) return false;
+  if (!canSwitchVersions() || !store_ || row < 0 || row >= rowCount() || delta == 0) return false;
   const MessageTree tree(store_->messages(conversationId_));
   const Row& current = rows_[static_cast<std::size_t>(row)];
   const QList<qint64> siblings = tree.childrenOf(current.parentId);
@@ -134,6 +141,7 @@ bool ChatViewModel::switchSibling(int row, int delta) {
   for (qsizetype i = row; i < path.size(); ++i) {
     Row r = makeRow(tree.message(path.at(i)));
     std::tie(r.siblingIndex, r.siblingCount) = tree.siblingPlace(r.id);
+    restoreStreamingRow(r);  // one of several answers still arriving
     fresh.push_back(std::move(r));
   }
   replaceRowsFrom(row, std::move(fresh));

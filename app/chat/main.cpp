@@ -148,6 +148,11 @@ int main(int argc, char* argv[]) {
   chat.setSettingsProvider([&settings] {
     return cosmos::ui::ChatSettings{settings.generateOptions(), settings.systemPrompt()};
   });
+  // "Generate N answers" is offered only when sampling can make them differ (not greedy).
+  QObject::connect(&settings, &cosmos::ui::SettingsViewModel::temperatureChanged, &chat,
+                   [&chat] { chat.notifySettingsChanged(); });
+  QObject::connect(&settings, &cosmos::ui::SettingsViewModel::topKChanged, &chat,
+                   [&chat] { chat.notifySettingsChanged(); });
   cosmos::ui::ConversationListModel conversations(&store);
   cosmos::ui::SearchResultsModel searchResults(&store);
   cosmos::ui::ConversationTransfer transfer(&store);
