@@ -26,6 +26,14 @@ ColumnLayout {
         sent()
         return true
     }
+    // n answers at once: to the typed message (sent first), else to the last message.
+    function generateAnswers(n) {
+        if (input.text.trim() === "") return canRegenerate && chatModel.generateAnswers(n)
+        if (!chatModel.sendForAnswers(input.text, n)) return false
+        input.clear()
+        sent()
+        return true
+    }
 
     spacing: 4
 
@@ -100,6 +108,15 @@ ColumnLayout {
                     tip: qsTr("Generate a new version of the last reply")
                     enabled: root.chatModel.canSend
                     onClicked: root.chatModel.regenerate()
+                }
+                AnswersButton {
+                    readonly property bool typed: input.text.trim() !== ""
+                    chatModel: root.chatModel
+                    visible: !root.chatModel.busy && (typed || root.canRegenerate)
+                    iconSize: 16
+                    enabled: root.chatModel.canSend
+                    actionText: typed ? qsTr("Send and generate several answers") : qsTr("Generate several answers to the last message")
+                    onChosen: (n) => root.generateAnswers(n)
                 }
                 RoundButton {
                     id: sendButton

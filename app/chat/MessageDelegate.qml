@@ -1,7 +1,9 @@
 // One message. The user's text sits in a bubble on the right (editable: a new version is sent as
 // a sibling); the assistant's reply fills the column: its reasoning in a collapsible block, the
 // answer as Markdown blocks, then the reply's statistics and actions. A message with other
-// versions (siblingCount > 1) shows a "‹ 2/3 ›" switcher (SiblingSwitcher).
+// versions (siblingCount > 1) shows a "‹ 2/3 ›" switcher (SiblingSwitcher), also while several
+// answers stream (chat.canSwitchVersions). The last reply offers Regenerate and "Generate N
+// answers" (AnswersButton). A reply that failed says why under its text.
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Controls.impl
@@ -21,6 +23,7 @@ Item {
     required property var blocks
     required property int siblingIndex
     required property int siblingCount
+    required property string error
     property bool isLast: false
     property bool editing: false
 
@@ -252,21 +255,38 @@ Item {
                 }
 
                 Label {
-                    visible: !root.streaming && root.content === "" && root.reasoning === ""
+                    visible: !root.streaming && root.content === "" && root.reasoning === "" && root.error === ""
                     text: qsTr("(empty reply)")
                     color: Theme.muted
                     font.italic: true
                 }
 
+                Label {
+                    objectName: "replyError"
+                    visible: !root.streaming && root.error !== ""
+                    text: qsTr("This reply failed: %1").arg(root.error)
+                    color: Theme.danger
+                    wrapMode: Text.Wrap
+                    Layout.fillWidth: true
+                    Accessible.role: Accessible.AlertMessage
+                    Accessible.name: text
+                }
+
+                // The statistics and actions; while several answers stream, only the switcher.
                 RowLayout {
-                    visible: !root.streaming
+                    visible: !root.streaming || root.siblingCount > 1
                     spacing: 0
                     Layout.fillWidth: true
                     Label {
+                        visible: !root.streaming
                         text: root.statsText()
                         color: Theme.muted
                         font.pointSize: Theme.smallFontSize
                         elide: Text.ElideRight
+                        Layout.fillWidth: true
+                    }
+                    Item {  // keeps the switcher on the right while the statistics are hidden
+                        visible: root.streaming
                         Layout.fillWidth: true
                     }
                     SiblingSwitcher {
@@ -276,6 +296,7 @@ Item {
                         siblingCount: root.siblingCount
                     }
                     IconButton {
+                        visible: !root.streaming
                         opacity: root.showActions ? 1 : 0
                         iconName: "copy"
                         iconSize: 14
@@ -284,13 +305,19 @@ Item {
                         onClicked: Theme.copyText(root.content)
                     }
                     IconButton {
-                        visible: root.isLast
+                        visible: root.isLast && !root.streaming
                         iconName: "regenerate"
                         iconSize: 14
                         iconColor: Theme.muted
                         tip: qsTr("Regenerate the reply")
                         enabled: chat.canSend
                         onClicked: chat.regenerate()
+                    }
+                    AnswersButton {
+                        visible: root.isLast && !root.streaming
+                        enabled: chat.canSend
+                        actionText: qsTr("Generate several answers to the question")
+                        onChosen: (n) => chat.generateAnswers(n)
                     }
                 }
             }

@@ -1,7 +1,8 @@
 // "‹ 2/3 ›" on a message that has other versions (siblings: regenerated replies, edited
 // questions): the arrows show the branch through the previous / next version
 // (chat.switchSibling(row, ∓1)). Both arrows take the keyboard focus (Tab, then Space); they are
-// disabled while a reply streams. Invisible for a message without other versions.
+// disabled while a single reply streams, not while several answers do (chat.canSwitchVersions:
+// that is how each is watched live). Invisible for a message without other versions.
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Layouts
@@ -24,7 +25,7 @@ RowLayout {
         iconColor: Theme.muted
         implicitWidth: 26
         tip: qsTr("Previous version")
-        enabled: !chat.busy && root.siblingIndex > 1
+        enabled: chat.canSwitchVersions && root.siblingIndex > 1
         onClicked: chat.switchSibling(root.row, -1)
     }
     Label {
@@ -41,7 +42,7 @@ RowLayout {
         iconColor: Theme.muted
         implicitWidth: 26
         tip: qsTr("Next version")
-        enabled: !chat.busy && root.siblingIndex < root.siblingCount
+        enabled: chat.canSwitchVersions && root.siblingIndex < root.siblingCount
         onClicked: chat.switchSibling(root.row, 1)
     }
 }

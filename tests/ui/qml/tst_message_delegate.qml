@@ -3,7 +3,10 @@
 // message shows its reasoning in a ReasoningBlock and its answer blocks, its statistics and a copy
 // action that puts the answer on the clipboard; while the reply streams the actions are hidden.
 // A message with other versions shows the "‹ 2/3 ›" switcher (chat.switchSibling(row, ±1), by
-// mouse and keyboard, disabled at the ends and while a reply streams).
+// mouse and keyboard, disabled at the ends and while a single reply streams, enabled while several
+// answers stream: chat.canSwitchVersions). The last reply's "Generate N answers" button opens a
+// menu of 2..8 answers (mouse and keyboard) calling chat.generateAnswers(n); with greedy sampling
+// it says why in its tooltip and menu, and the counts are disabled. A failed reply shows its error.
 // The delegate reads the app's context objects `chat`, `settings` and `engine` by name: fakes with
 // those ids here (it sees them through the instantiating document's scope).
 import QtQuick
@@ -19,6 +22,11 @@ Item {
         id: chat
         property bool canSend: true
         property bool busy: false
+        property bool canSwitchVersions: !busy
+        property string answersBlockedReason: ""
+        property int minAnswers: 2
+        property int maxAnswers: 8
+        property var answerRequests: [] // generateAnswers calls: n
         property var switches: []       // switchSibling calls: {row, delta}
         property var edits: []          // accepted: a new version was sent
         property int refusedEdits: 0
@@ -30,8 +38,9 @@ Item {
             return true
         }
         function regenerate() { regenerations += 1; return true }
+        function generateAnswers(n) { answerRequests = answerRequests.concat([n]); return true }
         function switchSibling(row, delta) {
-            if (busy) return false
+            if (!canSwitchVersions) return false
             switches = switches.concat([{ row: row, delta: delta }])
             return true
         }
@@ -69,6 +78,7 @@ Item {
             blocks: noBlocks
             siblingIndex: 1
             siblingCount: 1
+            error: ""
         }
     }
 
@@ -97,6 +107,12 @@ Item {
             if (pred(item)) out.push(item)
             for (let i = 0; i < item.children.length; ++i) findAll(item.children[i], pred, out)
             return out
+        }
+        // Waits for the layouts from `top` down to `item` (shown just now) to place it.
+        function laidOut(item, top) {
+            const chain = []
+            for (let it = item; it && it !== top; it = it.parent) chain.unshift(it)
+            for (const it of chain) waitForItemPolished(it)
         }
         function button(item, tip) { return find(item, (it) => it.tip === tip) }
         function textButton(item, label) { return find(item, (it) => it.text === label && it.checkable !== undefined) }
@@ -132,6 +148,9 @@ Item {
         function init() {
             chat.canSend = true
             chat.busy = false
+            chat.canSwitchVersions = Qt.binding(() => !chat.busy)
+            chat.answersBlockedReason = ""
+            chat.answerRequests = []
             chat.switches = []
             chat.edits = []
             chat.refusedEdits = 0
@@ -350,6 +369,7 @@ Item {
             verify(button(d, "Copy the answer").visible)
             const regenerate = button(d, "Regenerate the reply")
             verify(regenerate.visible)
+            laidOut(regenerate, d)  // the row of actions was just shown
             mouseClick(regenerate)
             compare(chat.regenerations, 1)
             verify(!reasoningBlock.expanded)  // folded once done
@@ -372,6 +392,104 @@ Item {
             chat.canSend = false
             const d = assistant()
             verify(!button(d, "Regenerate the reply").enabled)
+        }
+
+        // --- several answers ---
+
+        function test_switcherEnabledWhileSeveralAnswersStream() {
+            chat.busy = true
+            chat.canSwitchVersions = true
+            const d = assistant({ streaming: true, content: "Partial", siblingIndex: 2, siblingCount: 4, stats: {} })
+            const s = switcher(d)
+            verify(s)
+            verify(s.visible)
+            verify(label(s, "2/4"))
+            verify(button(s, "Previous version").enabled)
+            laidOut(button(s, "Next version"), d)
+            mouseClick(button(s, "Next version"))
+            compare(chat.switches, [{ row: 3, delta: 1 }])
+            // The reply's actions wait for its end.
+            verify(!button(d, "Copy the answer").visible)
+            verify(!button(d, "Regenerate the reply").visible)
+            verify(!findChild(d, "answersButton").visible)
+        }
+
+        function test_streamingSingleReplyHidesTheRow() {
+            chat.busy = true
+            const d = assistant({ streaming: true, content: "Partial", stats: {} })
+            verify(!switcher(d))
+        }
+
+        function answersMenuItem(d, n) {
+            const menu = findChild(d, "answersButton").menu
+            for (let i = 0; i < menu.count; ++i)
+                if (menu.itemAt(i).objectName === "answers" + n) return menu.itemAt(i)
+            return null
+        }
+
+        function test_generateAnswersByMouse() {
+            const d = assistant()
+            const b = findChild(d, "answersButton")
+            verify(b.visible)
+            verify(b.enabled)
+            compare(b.Accessible.name, "Generate several answers to the question")
+            mouseClick(b)
+            tryVerify(() => b.menu.opened)
+            compare(b.menu.count, 8)                 // the reason line (hidden) and 2..8
+            const four = answersMenuItem(d, 4)
+            verify(four.enabled)
+            compare(four.text, "4 answers")
+            compare(four.Accessible.name, "Generate 4 answers")
+            mouseClick(four)
+            compare(chat.answerRequests, [4])
+            tryVerify(() => !b.menu.visible)
+        }
+
+        function test_generateAnswersByKeyboard() {
+            const d = assistant()
+            const b = findChild(d, "answersButton")
+            b.forceActiveFocus()
+            verify(b.activeFocus)
+            keyClick(Qt.Key_Space)
+            tryVerify(() => b.menu.opened)
+            keyClick(Qt.Key_Down)                  // 2 answers
+            keyClick(Qt.Key_Down)                  // 3 answers
+            keyClick(Qt.Key_Return)
+            compare(chat.answerRequests, [3])
+        }
+
+        function test_generateAnswersExplainsGreedy() {
+            chat.answersBlockedReason = "With temperature 0 (greedy sampling) every answer would be the same"
+            const d = assistant()
+            const b = findChild(d, "answersButton")
+            verify(b.enabled)                        // reachable, so it can say why
+            verify(b.tip.indexOf("temperature 0") >= 0)
+            compare(b.Accessible.description, chat.answersBlockedReason)
+            mouseClick(b)
+            tryVerify(() => b.menu.opened)
+            const reason = findChild(b.menu.contentItem, "answersReason") || b.menu.itemAt(0)
+            verify(reason.visible)
+            compare(reason.text, chat.answersBlockedReason)
+            for (let n = 2; n <= 8; ++n) verify(!answersMenuItem(d, n).enabled)
+            mouseClick(answersMenuItem(d, 3))
+            compare(chat.answerRequests, [])
+            b.menu.close()
+        }
+
+        function test_generateAnswersNeedsCanSend() {
+            chat.canSend = false
+            const d = assistant()
+            verify(!findChild(d, "answersButton").enabled)
+            verify(!findChild(assistant({ isLast: false }), "answersButton").visible)
+        }
+
+        function test_failedReplyShowsItsError() {
+            const d = assistant({ content: "Half an", blocks: noBlocks, error: "out of memory", stats: {} })
+            const e = findChild(d, "replyError")
+            verify(e.visible)
+            compare(e.text, "This reply failed: out of memory")
+            verify(!find(d, (it) => it.text === "(empty reply)" && it.visible))
+            verify(!findChild(assistant(), "replyError").visible)
         }
 
         function test_emptyReplyAndStopped() {
