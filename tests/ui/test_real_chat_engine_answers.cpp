@@ -4,7 +4,9 @@
 // of running it alone); the streamed pieces add up to each answer and every answer is reported
 // finished once; the session's cache survives the batch (its next turn reuses the prompt), or is
 // dropped cleanly when the answers need its memory (the next turn prefills everything and is still
-// right); stop cancels every answer, each keeping its text; generate() works afterwards.
+// right); stop cancels every answer, each keeping its text; generate() works afterwards. And once
+// end to end: ChatViewModel::sendForAnswers through EngineHost's worker thread into the store.
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -12,7 +14,10 @@
 #include <map>
 
 #include "chat_engine.h"
+#include "chat_view_model.h"
+#include "conversation_store.h"
 #include "cosmos/test_model.h"
+#include "engine_host.h"
 
 using cosmos::ui::AnswerCallbacks;
 using cosmos::ui::ChatEngine;
@@ -175,6 +180,59 @@ class TestRealChatEngineAnswers : public QObject {
     auto after = engine->generate(messages, options, {});
     QVERIFY(after.ok());
     QCOMPARE(after->stats.generated_tokens, 64);
+  }
+
+  // The app's path: three answers to a new message, streamed through the worker thread into three
+  // stored sibling replies (different, each with its seed), then a normal reply to a follow-up.
+  void viewModelEndToEnd() {
+    cosmos::ui::ConversationStore store;
+    QVERIFY2(store.open(dir_.filePath(QStringLiteral("chat.sqlite"))), qPrintable(store.lastError()));
+    cosmos::ui::EngineHost host(cosmos::ui::makeRealChatEngine());
+    cosmos::ui::ChatViewModel vm(&host, &store);
+    vm.setSettingsProvider([] {
+      cosmos::ui::ChatSettings s;
+      s.options = sampling(10);
+      s.options.sampling.seed = 9;
+      return s;
+    });
+    QSignalSpy states(&host, &cosmos::ui::EngineHost::stateChanged);
+    host.loadModel(modelDir_, QStringLiteral("cpu"), QStringLiteral("bf16"), 1024);
+    while (host.state() != cosmos::ui::EngineHost::Ready && host.state() != cosmos::ui::EngineHost::Failed &&
+           states.wait(60000)) {
+    }
+    QVERIFY2(host.state() == cosmos::ui::EngineHost::Ready, qPrintable(host.errorText()));
+    QVERIFY(vm.canGenerateAnswers());
+
+    QSignalSpy busy(&vm, &cosmos::ui::ChatViewModel::busyChanged);
+    QVERIFY(vm.sendForAnswers(QStringLiteral("Describe the scene."), 3));
+    while (vm.busy() && busy.wait(120000)) {
+    }
+    QVERIFY(!vm.busy());
+    QVERIFY2(vm.errorText().isEmpty(), qPrintable(vm.errorText()));
+    const qint64 ask = vm.data(vm.index(0), cosmos::ui::ChatViewModel::MessageIdRole).toLongLong();
+    const QList<cosmos::ui::StoredMessage> replies = store.children(ask, vm.conversationId());
+    QCOMPARE(replies.size(), 3);
+    QStringList raws;
+    for (int i = 0; i < 3; ++i) {
+      const QVariantMap meta = replies[i].meta;
+      QCOMPARE(meta.value(QStringLiteral("sampling")).toMap().value(QStringLiteral("seed")).toLongLong(), 9 + i);
+      QCOMPARE(meta.value(QStringLiteral("stats")).toMap().value(QStringLiteral("generated_tokens")).toInt(), 10);
+      QVERIFY(!meta.contains(QStringLiteral("streaming")));
+      const QString raw = meta.value(QStringLiteral("raw")).toString();
+      QVERIFY(!raw.isEmpty());
+      QVERIFY2(!raws.contains(raw), "two answers are the same");
+      raws << raw;
+    }
+    QCOMPARE(vm.data(vm.index(1), cosmos::ui::ChatViewModel::MessageIdRole).toLongLong(), replies[0].id);
+
+    QVERIFY(vm.send(QStringLiteral("And then?")));
+    while (vm.busy() && busy.wait(120000)) {
+    }
+    QVERIFY2(vm.errorText().isEmpty(), qPrintable(vm.errorText()));
+    QCOMPARE(vm.rowCount(), 4);
+    const auto last = store.message(vm.data(vm.index(3), cosmos::ui::ChatViewModel::MessageIdRole).toLongLong());
+    QVERIFY(last.has_value());
+    QCOMPARE(last->meta.value(QStringLiteral("stats")).toMap().value(QStringLiteral("generated_tokens")).toInt(), 10);
   }
 
   void withoutAModelEveryAnswerFails() {
