@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "kernels/decode_attention.cuh"
 
 #include <atomic>
@@ -113,7 +114,8 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
   const int G = a.heads / a.kv_heads;
   const int len = a.ctx_len[t];
-  const int per = split_len(len);
+  const int splits = gridDim.z;
+  const int per = split_len(len, splits);
   const int active = (len + per - 1) / per;
   if (split >= active) return;
   const int j0 = split * per, j1 = min(len, j0 + per);
@@ -265,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   // Partial result of this split; the last block of the (token, KV head) to finish merges them.
-  const std::size_t at = head * kSplits + split;
+  const std::size_t at = head * splits + split;
   if (lane == 0) {
     sc.ml[2 * at] = m;
     sc.ml[2 * at + 1] = l;
@@ -278,7 +280,7 @@ __global__ void __launch_bounds__(kThreads)
   asm volatile("bar.sync 1, %0;" ::"r"(G * 32) : "memory");
   if (!last_flag) return;
   // Last block: warp g merges head g over the splits, lane s reading split s's (max, sum).
-  const std::size_t at0 = head * kSplits;
+  const std::size_t at0 = head * splits;
   float w0, w1;
   const float Ltot = split_weights<false>(sc.ml, at0, active, lane, w0, w1);
   float o[kDL];
@@ -299,7 +301,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int D, typename KV>
 void launch_kv(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
-  const dim3 grid(a.n, a.kv_heads, kSplits);
+  const dim3 grid(a.n, a.kv_heads, decode_attention_splits(a.n, a.kv_heads));
   switch (a.out_type) {
     case ElemType::f32: launch_pdl(decode_attention_kernel<D, KV, float>, grid, kThreads, 0, stream, a, r, s); break;
     case ElemType::bf16:
@@ -317,7 +319,9 @@ void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStr
     launch_kv<D, float>(a, r, s, stream);
 }
 
-std::size_t slots_of(int n, int heads) { return static_cast<std::size_t>(n) * heads * kSplits; }
+std::size_t slots_of(int n, int heads, int kv_heads) {
+  return static_cast<std::size_t>(n) * heads * decode_attention_splits(n, kv_heads);
+}
 
 std::atomic<bool> g_use_mma{true};
 
@@ -329,8 +333,14 @@ bool decode_attention_supports(int heads, int kv_heads, int head_dim) {
   return (head_dim == 64 || head_dim == 128) && kv_heads > 0 && heads % kv_heads == 0 && heads / kv_heads <= kMaxGroup;
 }
 
+int decode_attention_splits(int n, int kv_heads) {
+  if (n <= 4) return kDecodeAttentionSplits;
+  const int pairs = n * std::max(kv_heads, 1);
+  return std::clamp((kDecodeAttentionBlocks + pairs - 1) / pairs, 1, kDecodeAttentionSplits);
+}
+
 std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int head_dim) {
-  return slots_of(n, heads) * (2 + head_dim) * sizeof(float) + static_cast<std::size_t>(n) * kv_heads * sizeof(int);
+  return slots_of(n, heads, kv_heads) * (2 + head_dim) * sizeof(float) + static_cast<std::size_t>(n) * kv_heads * sizeof(int);
 }
 
 bool decode_attention_sums_supported(const AttentionArgs& a) {
@@ -345,8 +355,8 @@ std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaS
     return 0;
   Scratch s;
   s.ml = static_cast<float*>(scratch);
-  s.o = s.ml + 2 * slots_of(a.n, a.heads);
-  s.counters = reinterpret_cast<int*>(s.o + slots_of(a.n, a.heads) * a.head_dim);
+  s.o = s.ml + 2 * slots_of(a.n, a.heads, a.kv_heads);
+  s.counters = reinterpret_cast<int*>(s.o + slots_of(a.n, a.heads, a.kv_heads) * a.head_dim);
   if (sums) {
     s.sum_o = sums->o;
     s.sum_l = sums->l;

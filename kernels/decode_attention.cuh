@@ -2,8 +2,8 @@
 // the same contract: with a bf16 cache, the tensor-core kernel (kernels/decode_attention_mma.cu:
 // the group's query heads as the rows of one mma tile, 64-key rounds through shared memory); with an
 // fp32 cache (or when switched off, for comparison), the CUDA-core kernel described here. For each
-// (token, KV head) the context is cut into up to kDecodeAttentionSplits splits of multiples of
-// 64 keys, the split length chosen on the device from the token's context length (so one captured
+// (token, KV head) the context is cut into up to decode_attention_splits(n, kv_heads) splits of
+// multiples of 64 keys, the split length chosen on the device from the token's context length (so one captured
 // CUDA graph serves every length). One block per split, one warp per query head of the group (the
 // group's warps read the same K/V rows, mostly from L1): 32 keys per round, one per lane, K and V
 // straight from the cache into registers (no shared-memory staging), an online softmax per warp,
@@ -22,12 +22,20 @@
 namespace cosmos::kernels {
 
 inline constexpr int kDecodeAttentionSplits = 64;  // blocks per (token, KV head) at most
+inline constexpr int kDecodeAttentionBlocks = 512; // batches of more than 4 tokens: splits for about this many blocks
+
+// Splits per (token, KV head) of a launch for n tokens (its gridDim.z): kDecodeAttentionSplits
+// for up to 4 tokens; larger batches (one token per sequence, continuous batching) take their
+// parallelism from the tokens, with as many splits as make ~kDecodeAttentionBlocks blocks, so a
+// batch of 256 short sequences does not launch 64 blocks per (token, KV head) that mostly return.
+int decode_attention_splits(int n, int kv_heads);
 
 // True when this kernel handles the shape (head_dim 64 or 128, up to 8 query heads per KV head).
 bool decode_attention_supports(int heads, int kv_heads, int head_dim);
 
 // Scratch bytes for n tokens: per (token, head, split) the partial max and sum, then the partial
-// output [head_dim] fp32, then completion counters [n, kv_heads] int32. Zero it once (cudaMemset)
+// output [head_dim] fp32, then completion counters [n, kv_heads] int32 (not monotonic in n: size a
+// buffer for several batch sizes with the largest of theirs). Zero it once (cudaMemset)
 // before the first launch; the kernel leaves the counters at zero again.
 std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int head_dim);
 

@@ -15,12 +15,12 @@ namespace cosmos::kernels::decode_detail {
 
 constexpr int kMaxGroup = 8;   // query heads per KV head
 constexpr int kSplitKeys = 64; // split lengths are multiples of this
-constexpr int kSplits = kDecodeAttentionSplits;
-static_assert(kSplits <= 64, "the merges give each lane two splits");
+static_assert(kDecodeAttentionSplits <= 64, "the merges give each lane two splits");
 
-// Keys per split: a multiple of kSplitKeys, as few splits as cover the context with at most kSplits.
-__device__ __forceinline__ int split_len(int len) {
-  const int per = (len + kSplits - 1) / kSplits;
+// Keys per split: a multiple of kSplitKeys, as few splits as cover the context with at most
+// `splits` (the launch's gridDim.z, decode_attention_splits()).
+__device__ __forceinline__ int split_len(int len, int splits) {
+  const int per = (len + splits - 1) / splits;
   return ((per + kSplitKeys - 1) / kSplitKeys) * kSplitKeys;
 }
 
@@ -76,7 +76,8 @@ __device__ __forceinline__ void rope_pair(const RopeIn& rope, const float* row, 
   rope_rotate(x1, x2, sn, cs, y1, y2);
 }
 
-// Scratch: ml [n][heads][kSplits][2] (max, sum), o [n][heads][kSplits][D], counters [n][kv_heads].
+// Scratch: ml [n][heads][splits][2] (max, sum), o [n][heads][splits][D], counters [n][kv_heads]
+// (splits = decode_attention_splits(n, kv_heads), the launch's gridDim.z).
 // What "max" and "sum" mean is each kernel's own (the split partials never mix kernels).
 // sum_o / sum_l (tensor-core kernel only): the DecodeAttentionSums of the launch, or null.
 struct Scratch {

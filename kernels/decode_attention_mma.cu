@@ -86,7 +86,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int G = a.heads / a.kv_heads;
   const int len = a.ctx_len[t];
-  const int per = split_len(len);
+  const int splits = gridDim.z;
+  const int per = split_len(len, splits);
   const int active = (len + per - 1) / per;
   if (split >= active) return;
   const int j0 = split * per, j1 = min(len, j0 + per);
@@ -409,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       if (active == 1) {
         store_elem(static_cast<Out*>(a.out) + (head0 + r) * D, d, O / L);
       } else {
-        const std::size_t at = (head0 + r) * kSplits + split;
+        const std::size_t at = (head0 + r) * splits + split;
         sc.o[at * D + d] = O;
         if (d == 0) {
           sc.ml[2 * at] = M * scale_log2;  // the merge's units: base-2 exponents
@@ -431,7 +432,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     constexpr int kBatch = 16;  // partials in flight per lane
     const int r = warp;
     if (r < G) {
-      const std::size_t at0 = (head0 + r) * kSplits;
+      const std::size_t at0 = (head0 + r) * splits;
       const bool mine = lane < D / 4;
       const float4* part = reinterpret_cast<const float4*>(sc.o + at0 * D) + lane;  // + split * D / 4
       float4 v[kBatch];
@@ -473,7 +474,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
 
 template <int D>
 void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
-  const dim3 grid(a.n, a.kv_heads, kSplits);
+  const dim3 grid(a.n, a.kv_heads, decode_attention_splits(a.n, a.kv_heads));
   if (s.sum_o) {
     launch_pdl(decode_attention_mma_kernel<D, float, true>, grid, kThreads, 0, stream, a, r, s);
     return;

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_batch.h"
 #include "cli_common.h"
 #include "cosmos/cuda_backend.h"
 #include "cosmos/model_loader.h"
@@ -43,6 +44,9 @@ struct BenchArgs {
   float repetition_penalty = 1.0f;  // decoding with this repetition penalty (the app's default is 1.05)
   float temperature = 0.0f;         // 0: greedy; the app's default is 0.6 with top_p 0.95
   float top_p = 1.0f;
+  std::string batch;     // batch sizes: decode throughput of many sequences at once (bench_batch.h)
+  int batch_prompt = 128;
+  int batch_gen = 128;
   bool json = false;
 };
 
@@ -113,10 +117,28 @@ int run_bench(const BenchArgs& a) {
   if (!prompt_lens) return report(prompt_lens.error());
   auto depths = parse_list(a.depths, "--depth");
   if (!depths) return report(depths.error());
-  // The KV cache holds the longest prompt or the deepest context plus the generated tokens.
+  BatchBenchOptions batch;
+  if (!a.batch.empty()) {
+    auto sizes = parse_list(a.batch, "--batch");
+    if (!sizes) return report(sizes.error());
+    batch.sizes = *sizes;
+    batch.prompt = a.batch_prompt;
+    batch.gen = a.batch_gen;
+    batch.reps = std::min(a.reps, 3);
+    batch.sampling.temperature = a.temperature;
+    batch.sampling.top_p = a.top_p;
+    batch.sampling.repetition_penalty = a.repetition_penalty;
+    batch.sampling.seed = 7;
+    // --batch measures only the batches unless lengths and depths are asked for too.
+    if (a.prompt_lens == BenchArgs{}.prompt_lens) prompt_lens->clear();
+    if (a.depths == BenchArgs{}.depths) depths->clear();
+  }
+  // The KV cache holds the longest prompt or the deepest context plus the generated tokens (or
+  // every sequence of the largest batch).
   int max_len = 1;
   for (int l : *prompt_lens) max_len = std::max(max_len, l + 1);
   for (int d : *depths) max_len = std::max(max_len, d + a.gen + 1);
+  if (!batch.sizes.empty()) max_len = std::max(max_len, batch_bench_context(batch, KvCacheShape{}.block_size));
   std::optional<Precision> precision = precision_from_string(a.precision);
   if (a.precision == "auto") {
     // The model's config: the folder's, or the random preset's.
@@ -285,6 +307,12 @@ int run_bench(const BenchArgs& a) {
                       {"steps_ran_ahead", static_cast<double>(ahead) / std::max(1, a.gen * a.reps)},
                       {"pct_of_copy", copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0.0}});
   }
+  nlohmann::json batches = nlohmann::json::array();
+  if (!batch.sizes.empty()) {
+    auto rows = run_batch_bench(b, batch, rng);
+    if (!rows) return report(rows.error());
+    batches = std::move(*rows);
+  }
   const BackendMemory m = b.memory();
   const nlohmann::json result = {
       {"model", a.random.empty() ? a.model : "random " + a.random},
@@ -301,6 +329,8 @@ int run_bench(const BenchArgs& a) {
       {"top_p", a.top_p},
       {"prefill", prefill},
       {"decode", decode},
+      {"batch", batches},
+      {"batch_prompt_tokens", batch.prompt},
       {"memory", {{"weights", m.weights}, {"kv_cache", m.kv_cache}, {"workspace", m.workspace}, {"host", m.host}, {"on_gpu", m.on_gpu}}}};
   if (a.json) {
     std::cout << result.dump(2) << "\n";
@@ -321,6 +351,18 @@ int run_bench(const BenchArgs& a) {
     std::printf("decode at depth %5d: %7.1f tok/s, %6.0f GB/s of weights (%.1f%% of copy), %.0f%% of steps run ahead\n",
                 d["depth"].get<int>(), d["tok_per_s"].get<double>(), d["weight_gb_per_s"].get<double>(),
                 d["pct_of_copy"].get<double>(), 100.0 * d["steps_ran_ahead"].get<double>());
+  double single = 0;
+  for (const auto& r : batches)
+    if (r["batch"].get<int>() == 1) single = r["per_stream_tok_per_s"].get<double>();
+  if (!batches.empty())
+    std::printf("batched decode: %d-token prompts, %d steps timed (context %d at the end)\n", batch.prompt, batch.gen,
+                batch.prompt + 2 + batch.gen);
+  for (const auto& r : batches) {
+    std::printf("batch %4d: %9.1f tok/s in all, %7.1f tok/s per stream", r["batch"].get<int>(),
+                r["tok_per_s"].get<double>(), r["per_stream_tok_per_s"].get<double>());
+    if (single > 0) std::printf(" (%5.1f%% of batch 1)", 100.0 * r["per_stream_tok_per_s"].get<double>() / single);
+    std::printf(", %.2f ms a step\n", r["ms_per_step"].get<double>());
+  }
   std::printf("memory: weights %.2f GiB, KV cache %.2f GiB, workspace %.2f GiB", m.weights / 1073741824.0,
               m.kv_cache / 1073741824.0, m.workspace / 1073741824.0);
   if (m.host) std::printf(" (+ %.2f GiB of pinned host memory: the embedding)", m.host / 1073741824.0);
@@ -353,6 +395,15 @@ void register_bench(CLI::App& app, RunFn& run) {
       ->capture_default_str();
   cmd->add_option("--top-p", a->top_p, "nucleus sampling when drawing (1: off)")
       ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batch,
+                  "decode throughput of this many sequences at once, comma-separated (e.g. 1,8,64,256); alone it "
+                  "skips the single-sequence prefill and decode runs");
+  cmd->add_option("--batch-prompt", a->batch_prompt, "prompt tokens per sequence for --batch")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--batch-gen", a->batch_gen, "decode steps timed per batch size")
+      ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });

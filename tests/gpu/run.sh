@@ -2,9 +2,14 @@
 # Runs on the GPU machine, in one call: GPU tests, the unit tests, the tokenizer benchmark, and
 # (with --golden) the Hugging Face golden data. Logs go to $OUT; a short table is printed last.
 #   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--quant-7b]
-#                    [--sanitize]
+#                    [--bench-batch] [--sanitize]
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five),
 #   and bf16 decoding with the app's default sampling (temperature 0.6, top-p 0.95, penalty 1.05).
+# --bench-batch: cosmos-cli bench --batch on the 7B shape (decode throughput of 1-256 sequences at
+#   once, 128-token prompts, 128 steps): bf16 at every size, fp8 and int8 at 64 and 256
+#   ($OUT/bench_batch_*.json for the plot, docs/plots/plot_batch.py).
+# --batch-cli: cosmos-cli batch on the random 7B model (bf16, greedy): 1,000 prompts of ~128 tokens,
+#   128 tokens each, 256 at once; and the first 100 of them one at a time (--max-batch 1).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time): bench_kernels,
 # bench_gemv_quant, bench_phases (the cost of a phase boundary), bench_attention (prefill attention on
@@ -21,7 +26,7 @@ mkdir -p "$OUT"
 # $OUT brings back at most 8 files: per-test logs stay in $LOGS (and are appended to tests.log),
 # $OUT gets tests.log, golden/ (6 files) and golden_7b_bf16.json.
 LOGS=$(mktemp -d)
-prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0 quant7b=0
+prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0 quant7b=0 benchbatch=0 batchcli=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -32,6 +37,8 @@ while [ $# -gt 0 ]; do
     --bench-7b) bench7b=1; shift ;;
     --parity-7b) parity7b=1; shift ;;
     --quant-7b) quant7b=1; shift ;;
+    --bench-batch) benchbatch=1; shift ;;
+    --batch-cli) batchcli=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -153,7 +160,7 @@ fi
 
 cpu7b_status="not run" gpu7b_status="not run"
 big=/tmp/cosmos-7b seed7b=1  # one 7B model (15 GB) for all the 7B runs; the parity golden records its seed
-if [ $cpu7b = 1 ] || [ $gpu7b = 1 ] || [ $parity7b = 1 ]; then
+if [ $cpu7b = 1 ] || [ $gpu7b = 1 ] || [ $parity7b = 1 ] || [ $batchcli = 1 ]; then
   t0=$SECONDS
   "$bin/cosmos-cli" make-test-model --preset cosmos-reason1-7b --seed $seed7b --shards 4 -q \
     --tokenizer "$tokpath" --out "$big" >"$LOGS/make7b.txt" 2>&1
@@ -198,6 +205,39 @@ print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED) | "
 import json; j=json.load(open('$LOGS/bench7b_app.json'))
 print(' '.join('tg@%d %.1f tok/s'%(x['depth'],x['tok_per_s']) for x in j['decode']))" 2>/dev/null || echo FAILED) | "
   { echo "== bench 7B bf16, app sampling"; cat "$LOGS/bench7b_app.json" "$LOGS/bench7b_app.err"; } >> "$OUT/tests.log"
+fi
+benchbatch_status="not run"
+if [ $benchbatch = 1 ]; then
+  benchbatch_status=""
+  for spec in ${COSMOS_BATCH_SPECS:-bf16:1,2,4,8,16,32,64,128,256 fp8:1,64,256 int8:1,64,256}; do
+    prec=${spec%%:*} sizes=${spec#*:}
+    "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision $prec --batch $sizes --reps 2 --json \
+      > "$OUT/bench_batch_$prec.json" 2>"$LOGS/bench_batch_$prec.err"
+    benchbatch_status+="$prec: $(python3 -c "
+import json; j=json.load(open('$OUT/bench_batch_$prec.json'))
+print(' '.join('b%d %.0f (%.0f/stream)'%(x['batch'],x['tok_per_s'],x['per_stream_tok_per_s']) for x in j['batch']))" 2>/dev/null || echo FAILED) | "
+    { echo "== bench batch $prec"; cat "$OUT/bench_batch_$prec.json" "$LOGS/bench_batch_$prec.err"; } >> "$OUT/tests.log"
+  done
+fi
+batchcli_status="not run"
+if [ $batchcli = 1 ]; then
+  python3 - "$LOGS/prompts.jsonl" <<'PY'
+import json, random, sys
+random.seed(5)
+words = "robot arm cup plate table left right moves picks places red blue green small large slowly then after before the a of to and".split()
+with open(sys.argv[1], "w") as f:
+    for i in range(1000):
+        f.write(json.dumps({"id": i, "prompt": " ".join(random.choice(words) for _ in range(120))}) + "\n")
+PY
+  head -100 "$LOGS/prompts.jsonl" > "$LOGS/prompts100.jsonl"
+  batchcli_status=""
+  for run in "1000 256 prompts.jsonl" "100 1 prompts100.jsonl"; do
+    set -- $run
+    "$bin/cosmos-cli" batch --model "$big" --device cuda --input "$LOGS/$3" --output "$LOGS/batch_out_$1.jsonl" \
+      --max-batch $2 --context 80000 --max-tokens 128 --temperature 0 > "$LOGS/batch_$1.txt" 2>&1
+    batchcli_status+="$1 prompts, $2 at once: $(tail -1 "$LOGS/batch_$1.txt") | "
+    { echo "== cosmos-cli batch, $1 prompts, max batch $2"; cat "$LOGS/batch_$1.txt"; head -c 600 "$LOGS/batch_out_$1.jsonl"; echo; } >> "$OUT/tests.log"
+  done
 fi
 if [ $cpu7b = 1 ]; then
   "$bin/cosmos-cli" inspect --model "$big" > "$LOGS/inspect7b.txt" 2>&1
@@ -270,6 +310,8 @@ printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
 printf '%-32s %s\n' "CUDA backend, 7B shape" "$gpu7b_status"
 printf '%-32s %s\n' "cosmos-cli bench, 7B shape" "$bench7b_status"
+printf '%-32s %s\n' "bench --batch (tok/s), 7B shape" "$benchbatch_status"
+printf '%-32s %s\n' "cosmos-cli batch, 7B shape" "$batchcli_status"
 printf '%-32s %s\n' "HF bf16 parity, 7B shape" "$parity7b_status"
 for k in "${!status[@]}"; do [ "${status[$k]}" = FAILED ] && exit 1; done
 exit 0

@@ -46,9 +46,21 @@ std::vector<Param> operator+(std::vector<Param> a, const std::vector<Param>& b) 
   return a;
 }
 
+// A continuous-batching step: n sequences of lengths spread over 1..max_len, one new token each
+// (more than 4 tokens: fewer splits per token, decode_attention_splits).
+std::vector<int> batch_lens(int n, int max_len) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = 1 + (i * 7919 + 13) % max_len;
+  return v;
+}
+
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   std::string s;
-  for (int len : std::get<0>(info.param)) s += std::to_string(len) + "_";
+  const auto& lens = std::get<0>(info.param);
+  if (lens.size() > 4)
+    s = "batch" + std::to_string(lens.size()) + "_upto" + std::to_string(*std::max_element(lens.begin(), lens.end())) + "_";
+  else
+    for (int len : lens) s += std::to_string(len) + "_";
   s += std::get<1>(info.param) ? "bf16" : "fp32";
   if (std::get<2>(info.param)) s += "_tensorcores";
   if (std::get<3>(info.param) != 128) s += "_d" + std::to_string(std::get<3>(info.param));
@@ -196,7 +208,8 @@ TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
 INSTANTIATE_TEST_SUITE_P(Lengths, GpuDecodeAttention,
                          ::testing::ValuesIn(params({{1}, {300, 3001}}, 64) +
                                              params({{1}, {64}, {65}, {1, 300, 3001}, {4096, 17}, {2047, 33, 2048},
-                                                     {256, 257, 8193}})),
+                                                     {256, 257, 8193}, batch_lens(5, 4100), batch_lens(8, 1500),
+                                                     batch_lens(64, 2100), batch_lens(200, 700)})),
                          param_name);
 
 class GpuDecodeAttentionRope : public GpuDecodeAttention {};
@@ -329,7 +342,7 @@ TEST_P(GpuDecodeAttentionRope, FusedRopeEqualsRopeThenAttention) {
 
 INSTANTIATE_TEST_SUITE_P(Lengths, GpuDecodeAttentionRope,
                          ::testing::ValuesIn(params({{257, 33, 4096}}, 64) +
-                                             params({{1}, {256}, {257, 33, 4096}, {8193, 1000}})),
+                                             params({{1}, {256}, {257, 33, 4096}, {8193, 1000}, batch_lens(48, 900)})),
                          param_name);
 
 }  // namespace

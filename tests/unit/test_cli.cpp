@@ -265,6 +265,31 @@ TEST_F(Cli, BenchDrawsTokensWithTheAppsSampling) {
   EXPECT_NE(text.out.find("drawn at temperature 0.60, top-p 0.95"), std::string::npos) << text.out;
 }
 
+// --batch: decode steps of several sequences at once; alone it skips the single-sequence runs.
+TEST_F(Cli, BenchMeasuresBatchedDecode) {
+  const fs::path m = tiny_model();
+  CliRun r = cli("bench --model '" + m.string() +
+                 "' --device cpu --batch 1,3,5 --batch-prompt 6 --batch-gen 4 --reps 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["prefill"].empty());
+  EXPECT_TRUE(j["decode"].empty());
+  ASSERT_EQ(j["batch"].size(), 3u);
+  const int sizes[] = {1, 3, 5};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& row = j["batch"][i];
+    EXPECT_EQ(row["batch"].get<int>(), sizes[i]);
+    EXPECT_EQ(row["context_at_end"], 6 + 2 + 4);
+    EXPECT_GT(row["per_stream_tok_per_s"].get<double>(), 0.0);
+    EXPECT_NEAR(row["tok_per_s"].get<double>(), row["batch"].get<int>() * row["per_stream_tok_per_s"].get<double>(),
+                1e-6 * row["tok_per_s"].get<double>());
+  }
+  CliRun text = cli("bench --model '" + m.string() + "' --device cpu --batch 1,2 --batch-prompt 4 --batch-gen 2 --reps 1");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("% of batch 1"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("decode at depth"), std::string::npos) << text.out;
+}
+
 struct ErrorRow {
   const char* name;
   const char* args;
@@ -307,6 +332,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"generate_fp16_cpu", "generate --model $DIR/tiny --prompt hi --device cpu --precision fp16", "", "fp16"},
         ErrorRow{"bench_no_model", "bench --depth 0", "", "--model DIR or --random"},
         ErrorRow{"bench_bad_depth", "bench --random tiny --depth 1,x", "", "\"x\""},
+        ErrorRow{"bench_bad_batch", "bench --random tiny --batch 8,y", "", "\"y\""},
         ErrorRow{"bench_bad_penalty", "bench --random tiny --repetition-penalty 0", "", "--repetition-penalty"},
         ErrorRow{"bench_bad_top_p", "bench --random tiny --top-p 1.5", "", "--top-p"},
         ErrorRow{"bench_bad_temperature", "bench --random tiny --temperature -1", "", "--temperature"},

@@ -142,7 +142,8 @@ Status CudaBackend::ensure_pass_buffers(int n_seqs, std::size_t hist_total, std:
     sparams_host_ = nullptr;
     out_ids_host_ = nullptr;
     sample_rows_ = 0;  // until every buffer below exists (a failed allocation is retried next time)
-    const int cap = std::max(n_seqs, 4);
+    int cap = 4;  // powers of two: a batch growing one sequence at a time reallocates (and drops graphs) rarely
+    while (cap < n_seqs) cap *= 2;
     auto p = alloc(2 * cap * sizeof(kernels::SampleParams), "sampling parameters");
     if (!p) return p.error();
     sparams_dev_[0] = *p;
@@ -198,12 +199,14 @@ void CudaBackend::select_slot(int slot) {
   out_ids_ = out_ids_dev_[slot];
 }
 
-// Captures a one-token step reading slot `slot`'s buffers (nothing runs: the graph is recorded).
-Status CudaBackend::capture_step(const SampleMode& mode, int slot, const std::vector<int>& rows, const MetaOffsets& o) {
+// Captures a decode step of n sequences (one new token each) reading slot `slot`'s buffers
+// (nothing runs: the graph is recorded).
+Status CudaBackend::capture_step(const SampleMode& mode, int slot, int n, const std::vector<int>& rows,
+                                 const MetaOffsets& o) {
   select_slot(slot);
   cudaGraph_t graph = nullptr;
   CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  const Status st = enqueue(1, rows, o, static_cast<int>(cache_.shape().tokens()), mode);
+  const Status st = enqueue(n, rows, o, static_cast<int>(cache_.shape().tokens()), mode);
   const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
   if (!st) return st;
   if (end != cudaSuccess) return fail(cuda_error(end, "cudaStreamEndCapture", __FILE__, __LINE__));
@@ -211,7 +214,7 @@ Status CudaBackend::capture_step(const SampleMode& mode, int slot, const std::ve
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   if (inst != cudaSuccess) return fail(cuda_error(inst, "cudaGraphInstantiate", __FILE__, __LINE__));
-  graphs_[graph_key(mode, slot)] = exec;
+  graphs_[graph_key(mode, slot, n)] = exec;
   return ok_status();
 }
 
@@ -350,16 +353,17 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
       pending_embeddings_.emplace_back(static_cast<int>(t), batch[plan.tokens[t].seq_index].embeddings.data() +
                                                                 static_cast<std::size_t>(plan.tokens[t].embedding_row) * H);
   const bool has_embeddings = !pending_embeddings_.empty();
-  if (N == 1 && !has_embeddings) {
-    // Decode step: replay the captured graph for this sampling mode and slot (capture it the first
-    // time). Attention reads the real length from the metadata, so one graph serves every length.
-    const int key = graph_key(mode, slot);
+  if (N == n_seqs && N <= kMaxDecodeBatch && !has_embeddings && (N == 1 || !reference_math_)) {
+    // Decode step (one new token per sequence): replay the captured graph for this batch size,
+    // sampling mode and slot (capture it the first time). Attention reads the real lengths and
+    // block tables from the metadata, so one graph serves every length.
+    const int key = graph_key(mode, slot, N);
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       // Both slots' graphs at once, so the step run ahead behind this one finds its own.
       for (const int g : {slot ^ 1, slot})
-        if (graphs_.find(graph_key(mode, g)) == graphs_.end())
-          if (auto st = capture_step(mode, g, rows, o); !st) return st;
+        if (graphs_.find(graph_key(mode, g, N)) == graphs_.end())
+          if (auto st = capture_step(mode, g, N, rows, o); !st) return st;
       select_slot(slot);
       it = graphs_.find(key);
     }

@@ -150,7 +150,7 @@ class CudaBackend final : public Backend {
                 bool& submitted);
   Status ensure_pass_buffers(int n_seqs, std::size_t hist_total, std::size_t meta_total, const SampleMode& mode);
   void select_slot(int slot);  // meta_, meta_next_, sparams_, out_ids_: that slot's buffers
-  Status capture_step(const SampleMode& mode, int slot, const std::vector<int>& rows, const MetaOffsets& o);
+  Status capture_step(const SampleMode& mode, int slot, int n, const std::vector<int>& rows, const MetaOffsets& o);
   // Waits for the step in host slot `slot` and puts its sampled ids into out.
   Status take_sampled(int slot, std::size_t n_seqs, ForwardOutput& out);
   // The step run ahead (cuda_decode_ahead.cpp): whether `batch` is it, submitting it after a step,
@@ -271,15 +271,20 @@ class CudaBackend final : public Backend {
   kernels::GemmLt gemm_;
   void* gemm_ws_ = nullptr;
   static constexpr std::size_t kGemmWorkspace = 32u << 20;
-  // Captured one-token decode steps, one per sampling mode and slot (graph_key; kernels read
-  // positions and lengths from the slot's metadata, so a graph replays at every step); dropped when
-  // buffers move.
+  // Captured decode steps (one new token for each of n sequences, n <= kMaxDecodeBatch), one per
+  // batch size, sampling mode and slot (graph_key; kernels read positions, lengths and block tables
+  // from the slot's metadata, so a graph replays at every step); dropped when buffers move.
   std::map<int, cudaGraphExec_t> graphs_;
-  static int graph_key(const SampleMode& mode, int slot) { return mode.key() * 2 + slot; }
+  static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1) {
+    return (n_seqs * 64 + mode.key()) * 2 + slot;
+  }
   // Waits for every stream of the backend (before buffers they may use are freed).
   void sync_streams();
   static constexpr int kDecodeTokens = 4;  // passes of up to this many tokens use decode attention
-  void* decode_scratch_ = nullptr;         // kernels/decode_attention.cuh, for kDecodeTokens tokens
+  // So do decode steps of up to this many sequences (one new token each: continuous batching),
+  // which also replay captured graphs.
+  static constexpr int kMaxDecodeBatch = 256;
+  void* decode_scratch_ = nullptr;         // kernels/decode_attention.cuh, for any of those passes
   // Quantized precisions: [2 intermediate, hidden] bf16 (the largest layer matrix): a matrix
   // dequantized for a GEMM; while loading, the bf16 rows being quantized.
   void* dq_ = nullptr;

@@ -207,7 +207,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
   const int R = static_cast<int>(rows.size());
   const bool gemm = N > 1 && !reference_math_;        // tensor-core GEMMs for this pass
   const ElemType in_type = gemm ? wtype_ : ElemType::f32;  // what the products read
-  const bool decode_att = N <= kDecodeTokens && decode_scratch_;
+  // Decode attention: a few tokens, or a decode step of many sequences (one new token each).
+  const bool decode_att = (N <= kDecodeTokens || (N == o.n_seqs && N <= kMaxDecodeBatch)) && decode_scratch_;
   const bool prefill_att = !decode_att && !reference_math_ &&
                            kernels::prefill_attention_supports(c.num_heads, c.num_kv_heads, D);
   // COSMOS_PROFILE=1: time per operation of passes of several tokens (cuda_pass_profile.h).
@@ -364,15 +365,17 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
   }
   // Final norm of the rows that get logits, then lm_head. One row with a bf16 or quantized lm_head:
   // the norm runs inside the gemv; else a norm launch (one when the rows are consecutive) first.
-  // A quantized lm_head takes one gemv per row (dequantizing its 152k rows for a GEMM would need a
-  // 1 GB buffer).
+  // An int8 / int4 lm_head takes one gemv per row (dequantizing its 152k rows for a GEMM would need
+  // a 1 GB buffer); fp8 runs on fp8 tensor cores.
   if (R == 1 && (lm_type_ == ElemType::bf16 || lm_head_.quantized)) {
     if (auto st = linear(x_ + static_cast<std::size_t>(rows[0]) * H, lm_head_, lm_type_, nullptr, nullptr, logits_, 1,
                          c.vocab_size, H, final_norm_);
         !st)
       return st;
   } else {
-    const bool lm_gemm = R > 1 && !reference_math_ && !lm_head_.quantized;
+    // Several rows: a GEMM (fp8 weights on fp8 tensor cores; int8 / int4 one gemv per row).
+    const bool lm_fp8 = lm_head_.quantized && fp8_gemm_ && lm_head_.qm.kind == kernels::QuantKind::fp8_row;
+    const bool lm_gemm = R > 1 && !reference_math_ && (!lm_head_.quantized || lm_fp8);
     void* normed = lm_gemm ? h_ : static_cast<void*>(sel_);
     const ElemType normed_type = lm_gemm ? lm_type_ : ElemType::f32;
     bool consecutive = true;
@@ -387,7 +390,10 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
                                  static_cast<std::uint8_t*>(normed) + static_cast<std::size_t>(r) * H * es, normed_type,
                                  1, H, eps, stream_);
     }
-    if (lm_head_.quantized) {
+    if (lm_gemm && lm_fp8) {
+      if (auto st = gemm_product(normed, lm_head_, lm_type_, logits_, R, c.vocab_size, H, false, ElemType::f32); !st)
+        return st;
+    } else if (lm_head_.quantized) {
       for (int r = 0; r < R; ++r)
         if (auto st = linear(sel_ + static_cast<std::size_t>(r) * H, lm_head_, lm_type_, nullptr, nullptr,
                              logits_ + static_cast<std::size_t>(r) * c.vocab_size, 1, c.vocab_size, H);

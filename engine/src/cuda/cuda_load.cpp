@@ -428,7 +428,10 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   inv_freq_ = static_cast<float*>(p);
   CUDA_TRY(cudaMemcpy(inv_freq_, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
   if (kernels::decode_attention_supports(c.num_heads, c.num_kv_heads, c.head_dim)) {
-    decode_scratch_bytes_ = kernels::decode_attention_scratch_bytes(kDecodeTokens, c.num_heads, c.num_kv_heads, c.head_dim);
+    decode_scratch_bytes_ = 0;  // the largest any decode pass needs (not monotonic in its tokens)
+    for (int n = 1; n <= kMaxDecodeBatch; ++n)
+      decode_scratch_bytes_ = std::max<std::uint64_t>(
+          decode_scratch_bytes_, kernels::decode_attention_scratch_bytes(n, c.num_heads, c.num_kv_heads, c.head_dim));
     TRY_ASSIGN(decode_scratch_, alloc(decode_scratch_bytes_, "attention scratch"));
     CUDA_TRY(cudaMemset(decode_scratch_, 0, decode_scratch_bytes_));
   }
@@ -441,8 +444,11 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   }
   read_tune_cache();
   choose_fp8_gemm();
-  // Shared memory for the reference attention over the whole cache, set outside any graph capture.
-  kernels::prepare_attention(static_cast<int>(cache_.shape().tokens()));
+  // Shared memory for the reference attention over the whole cache (as far as it reaches: a cache
+  // beyond attention_max_context() is only made where the flash kernels serve every pass, see
+  // module_entry.cpp), set outside any graph capture.
+  kernels::prepare_attention(
+      static_cast<int>(std::min<std::int64_t>(cache_.shape().tokens(), kernels::attention_max_context())));
   CUDA_TRY(cudaGetLastError());
   CUDA_TRY(cudaStreamSynchronize(stream_));
   for (int i = 0; i < kStageSlots; ++i) {
@@ -513,7 +519,11 @@ void CudaBackend::choose_fp8_gemm() {
 Status CudaBackend::ensure_workspace(int tokens, int rows) {
   if (tokens <= ws_tokens_ && rows <= ws_rows_) return ok_status();
   tokens = std::max(tokens, ws_tokens_);
-  rows = std::max(rows, ws_rows_);
+  // Logits rows in powers of two: a decode batch growing one sequence at a time reallocates (and
+  // drops its graphs) rarely.
+  int rows_cap = 4;
+  while (rows_cap < rows) rows_cap *= 2;
+  rows = std::max(rows_cap, ws_rows_);
   drop_graphs();
   for (void** p : {reinterpret_cast<void**>(&x_), &h_, reinterpret_cast<void**>(&qkv_), &q_, &att_,
                    reinterpret_cast<void**>(&gu_), &act_, reinterpret_cast<void**>(&sel_), reinterpret_cast<void**>(&xm_),
