@@ -4,16 +4,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cosmos/batch_scheduler.h"
 #include "cosmos/model_loader.h"
 #include "cosmos/precision.h"
 #include "cosmos/tune_cache.h"
 #include "model_switch.h"
-
-// BatchScheduler has a member named emit, which Qt defines away as a keyword macro.
-#pragma push_macro("emit")
-#undef emit
-#include "cosmos/batch_scheduler.h"
-#pragma pop_macro("emit")
 
 namespace cosmos::ui {
 namespace {

@@ -75,7 +75,7 @@ int BatchScheduler::blocks_for(int tokens) const {
   return (tokens + bs - 1) / bs;
 }
 
-void BatchScheduler::emit(const Request& r, BatchEvent::Kind kind, std::string_view text) {
+void BatchScheduler::notify(const Request& r, BatchEvent::Kind kind, std::string_view text) {
   if (!listener_ || (kind == BatchEvent::Kind::text && text.empty())) return;
   BatchEvent e;
   e.request = r.index;
@@ -88,7 +88,7 @@ void BatchScheduler::fail(Request& r, Error error) {
   r.result = std::move(error);
   r.done = true;
   ++finished_;
-  emit(r, BatchEvent::Kind::finished);
+  notify(r, BatchEvent::Kind::finished);
 }
 
 void BatchScheduler::cancel(int request) {
@@ -102,7 +102,7 @@ void BatchScheduler::cancel(int request) {
   r.result = std::move(r.out);
   r.done = true;
   ++finished_;
-  emit(r, BatchEvent::Kind::finished);
+  notify(r, BatchEvent::Kind::finished);
 }
 
 Status BatchScheduler::admit() {
@@ -162,7 +162,7 @@ void BatchScheduler::preempt(Request& r) {
   ++preempted_;
   spdlog::debug("batch: request {} preempted after {} tokens (KV cache full); it restarts later", id,
                 r.out.stats.generated_tokens);
-  emit(r, BatchEvent::Kind::restarted);
+  notify(r, BatchEvent::Kind::restarted);
 }
 
 void BatchScheduler::finish(Request& r, StopReason stop) {
@@ -170,7 +170,7 @@ void BatchScheduler::finish(Request& r, StopReason stop) {
     std::string tail = r.stop_filter->push(r.decoder->flush());
     if (!r.stop_filter->stopped()) tail += r.stop_filter->flush();
     r.out.text += tail;
-    emit(r, BatchEvent::Kind::text, tail);
+    notify(r, BatchEvent::Kind::text, tail);
   }
   r.out.stats.stop = stop;
   backend_.kv_cache().free_sequence(r.seq);
@@ -179,7 +179,7 @@ void BatchScheduler::finish(Request& r, StopReason stop) {
   r.result = std::move(r.out);
   r.done = true;
   ++finished_;
-  emit(r, BatchEvent::Kind::finished);
+  notify(r, BatchEvent::Kind::finished);
 }
 
 void BatchScheduler::take_token(Request& r, TokenId id) {
@@ -199,7 +199,7 @@ void BatchScheduler::take_token(Request& r, TokenId id) {
   if (std::find(r.stops.begin(), r.stops.end(), id) != r.stops.end()) return finish(r, StopReason::eos);
   const std::string piece = r.stop_filter->push(r.decoder->push(id));
   r.out.text += piece;
-  emit(r, BatchEvent::Kind::text, piece);
+  notify(r, BatchEvent::Kind::text, piece);
   if (r.stop_filter->stopped()) return finish(r, StopReason::stop_string);
   if (s.generated_tokens >= r.options.max_new_tokens) return finish(r, StopReason::max_tokens);
   if (backend_.kv_cache().length(r.seq) + 1 >= context_limit()) return finish(r, StopReason::context_full);

@@ -107,7 +107,7 @@ class BatchScheduler {
   std::function<void(const BatchEvent&)> listener_;
   ForwardOutput out_;          // the last step's output (buffers reused between steps)
   std::vector<float> logits_;  // [vocab] host sampling scratch
-  void emit(const Request& r, BatchEvent::Kind kind, std::string_view text = {});
+  void notify(const Request& r, BatchEvent::Kind kind, std::string_view text = {});
 };
 
 }  // namespace cosmos
