@@ -132,13 +132,15 @@ class RealChatEngine final : public ChatEngine {
 
     // The answers are sequences of their own in the session's KV cache (the scheduler creates and
     // frees them); the session's sequence and its cached tokens are not touched, so its next turn
-    // still reuses them. Each answer holds its own copy of the prompt: when the prompts and a block
-    // of reply each do not fit beside the session's cache, the session gives its cache back (its
-    // next turn prefills the whole conversation) rather than the answers running one at a time.
+    // still reuses them. The first answer prefills the prompt and the others share its whole
+    // blocks (BatchScheduler), so they need the prompt once plus about two blocks each (the
+    // prompt's last partial block and a block of reply): when that does not fit beside the
+    // session's cache, the session gives its cache back (its next turn prefills the whole
+    // conversation) rather than the answers running one at a time.
     cosmos::KvCache& kv = backend.kv_cache();
     const int blockSize = std::max(1, kv.shape().block_size);
     const int promptBlocks = (static_cast<int>(prompt.size()) + blockSize - 1) / blockSize;
-    if (kv.free_blocks() < n * (promptBlocks + 1) && !current_->session->cached_tokens().empty()) {
+    if (kv.free_blocks() < promptBlocks + 2 * n && !current_->session->cached_tokens().empty()) {
       spdlog::info("app: {} answers need the KV cache of the conversation ({} tokens); it is dropped", n,
                    current_->session->cached_tokens().size());
       current_->session->reset();

@@ -93,32 +93,29 @@ void EngineHost::cancelLoad() {
 
 void EngineHost::stop() { controller_->requestStop(); }
 
-qint64 EngineHost::generate(std::vector<cosmos::ChatMessage> messages, cosmos::GenerateOptions options) {
-  if (state_ != Ready) return -1;
+qint64 EngineHost::startRequest(std::function<void(EngineController*, qint64)> call) {
   const qint64 id = ++nextRequest_;
   activeRequest_ = id;
   controller_->clearStop();
   setState(Generating);
   EngineController* controller = controller_;
   QMetaObject::invokeMethod(
-      controller,
-      [controller, id, m = std::move(messages), o = std::move(options)] { controller->generate(id, m, o); },
-      Qt::QueuedConnection);
+      controller, [controller, id, call = std::move(call)] { call(controller, id); }, Qt::QueuedConnection);
   return id;
+}
+
+qint64 EngineHost::generate(std::vector<cosmos::ChatMessage> messages, cosmos::GenerateOptions options) {
+  if (state_ != Ready) return -1;
+  return startRequest([m = std::move(messages), o = std::move(options)](EngineController* c, qint64 id) {
+    c->generate(id, m, o);
+  });
 }
 
 qint64 EngineHost::generateMany(std::vector<cosmos::ChatMessage> messages, cosmos::GenerateOptions options, int n) {
   if (state_ != Ready || n < 1) return -1;
-  const qint64 id = ++nextRequest_;
-  activeRequest_ = id;
-  controller_->clearStop();
-  setState(Generating);
-  EngineController* controller = controller_;
-  QMetaObject::invokeMethod(
-      controller,
-      [controller, id, n, m = std::move(messages), o = std::move(options)] { controller->generateMany(id, m, o, n); },
-      Qt::QueuedConnection);
-  return id;
+  return startRequest([n, m = std::move(messages), o = std::move(options)](EngineController* c, qint64 id) {
+    c->generateMany(id, m, o, n);
+  });
 }
 
 void EngineHost::onLoaded(const EngineInfo& info) {

@@ -13,6 +13,7 @@
 #include <QThread>
 #include <QVariantMap>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -103,6 +104,9 @@ class EngineHost : public QObject {
   void answerFailed(qint64 requestId, int answer, const QString& message);
 
  private:
+  // A generation request: a new id made active, the stop flag cleared, state Generating, then
+  // `call` queued on the worker thread with the id.
+  qint64 startRequest(std::function<void(EngineController*, qint64)> call);
   void setState(State state);
   void setLoadProgress(double fraction);
   void setErrorText(const QString& text);

@@ -118,7 +118,11 @@ Status BatchScheduler::admit() {
                              " (prompt and reply together)"));
       continue;
     }
-    const int need = blocks_for(n) + static_cast<int>(running_.size());  // a block of headroom per running reply
+    // A prompt that begins like a running request's shares that request's whole cached blocks of
+    // it; while such a request is still prefilling the common part, this one waits for it.
+    const Share share = find_share(r);
+    if (share.wait) break;
+    const int need = blocks_for(n) - share.blocks + static_cast<int>(running_.size());  // a block of headroom per running reply
     if (need > kv.free_blocks()) {
       if (!running_.empty()) break;  // waits for running requests to finish
       waiting_.erase(waiting_.begin());
@@ -127,20 +131,41 @@ Status BatchScheduler::admit() {
                              std::to_string(kv.free_blocks()) + " are free"));
       continue;
     }
-    r.seq = kv.create_sequence();
-    r.prefilled = 0;
+    r.seq = share.blocks > 0 ? kv.fork_sequence(share.seq, share.blocks) : kv.create_sequence();
+    r.prefilled = share.blocks * kv.shape().block_size;
+    r.out = GenerationResult{};
+    r.out.stats.reused_tokens = r.prefilled;
     r.next = -1;
     r.history = r.prompt;
     r.sampler = std::make_unique<Sampler>(r.options.sampling);
     r.decoder = std::make_unique<StreamingDecoder>(tokenizer_);
     r.stop_filter = std::make_unique<StopStringFilter>(r.options.stop_strings);
-    r.out = GenerationResult{};
     r.out.stats.prompt_tokens = n;
     r.admitted = Clock::now();
     running_.push_back(waiting_.front());
     waiting_.erase(waiting_.begin());
   }
   return ok_status();
+}
+
+BatchScheduler::Share BatchScheduler::find_share(const Request& r) const {
+  Share best;
+  const int bs = backend_.kv_cache().shape().block_size;
+  const int n = static_cast<int>(r.prompt.size());
+  for (const int id : running_) {
+    const Request& d = *requests_[id];
+    const auto m = std::mismatch(r.prompt.begin(), r.prompt.end(), d.prompt.begin(), d.prompt.end());
+    // Whole blocks only, and never the last prompt token (its logits start the reply).
+    const int common = std::min(static_cast<int>(m.first - r.prompt.begin()), n - 1);
+    const int now = std::min(common, d.prefilled) / bs, later = common / bs;
+    if (now > best.blocks) {
+      best.blocks = now;
+      best.seq = d.seq;
+    }
+    best.wait |= later > now && d.next < 0 && d.prefilled < static_cast<int>(d.prompt.size());
+  }
+  if (best.wait) best.blocks = 0;
+  return best;
 }
 
 int BatchScheduler::leave_running(const Request& r) {

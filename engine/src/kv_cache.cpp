@@ -1,11 +1,12 @@
 #include "cosmos/kv_cache.h"
 
+#include <algorithm>
 #include <cassert>
 #include <string>
 
 namespace cosmos {
 
-KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
+KvCache::KvCache(const KvCacheShape& shape) : shape_(shape), refs_(static_cast<std::size_t>(std::max(shape.n_blocks, 0)), 0) {
   free_.reserve(shape.n_blocks);
   for (int b = shape.n_blocks - 1; b >= 0; --b) free_.push_back(b);  // hand out block 0 first
 }
@@ -45,6 +46,7 @@ Status KvCache::reserve(SeqId seq, int new_length) {
                           ", " + std::to_string(free_blocks() + s.blocks.size()) + " are available");
   for (int i = 0; i < extra; ++i) {
     s.blocks.push_back(free_.back());
+    refs_[free_.back()] = 1;
     free_.pop_back();
   }
   return ok_status();
@@ -56,15 +58,36 @@ void KvCache::set_length(SeqId seq, int length) {
   seqs_[seq].length = length;
 }
 
-void KvCache::truncate(SeqId seq, int length) {
-  if (!valid(seq)) return;
+void KvCache::release(int block) {
+  if (--refs_[block] == 0) free_.push_back(block);
+}
+
+int KvCache::truncate(SeqId seq, int length) {
+  if (!valid(seq)) return 0;
   Sequence& s = seqs_[seq];
   if (length < s.length) s.length = length;
-  const std::size_t keep = (static_cast<std::size_t>(s.length) + shape_.block_size - 1) / shape_.block_size;
+  const int bs = shape_.block_size;
+  if (s.length % bs != 0) {
+    const std::size_t last = static_cast<std::size_t>(s.length / bs);  // the partly kept block
+    if (last < s.blocks.size() && refs_[s.blocks[last]] > 1) s.length = static_cast<int>(last) * bs;
+  }
+  const std::size_t keep = (static_cast<std::size_t>(s.length) + bs - 1) / bs;
   while (s.blocks.size() > keep) {
-    free_.push_back(s.blocks.back());
+    release(s.blocks.back());
     s.blocks.pop_back();
   }
+  return s.length;
+}
+
+SeqId KvCache::fork_sequence(SeqId src, int blocks) {
+  assert(valid(src));
+  assert(blocks >= 0 && blocks * shape_.block_size <= seqs_[src].length);
+  std::vector<int> shared(seqs_[src].blocks.begin(), seqs_[src].blocks.begin() + blocks);
+  for (int b : shared) ++refs_[b];
+  const SeqId seq = create_sequence();  // may reallocate seqs_
+  seqs_[seq].blocks = std::move(shared);
+  seqs_[seq].length = blocks * shape_.block_size;
+  return seq;
 }
 
 std::span<const int> KvCache::block_table(SeqId seq) const {

@@ -86,9 +86,9 @@ Result<GenerationResult> Session::generate(std::span<const TokenId> prompt, cons
   std::size_t common = 0;
   while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
   const std::size_t keep = std::min(common, prompt.size() - 1);
-  backend_.kv_cache().truncate(seq_, static_cast<int>(keep));
-  cached_.resize(keep);
-  stats.reused_tokens = static_cast<int>(keep);
+  const std::size_t kept = static_cast<std::size_t>(backend_.kv_cache().truncate(seq_, static_cast<int>(keep)));
+  cached_.resize(kept);
+  stats.reused_tokens = static_cast<int>(kept);
 
   // Backends that sample on the device return only the id (same processors as Sampler; the random
   // draws differ from the host's mt19937_64, greedy is identical).
@@ -97,10 +97,10 @@ Result<GenerationResult> Session::generate(std::span<const TokenId> prompt, cons
   ForwardOutput out;
   bool cancelled = false;
   const int chunk = std::max(1, options.prefill_chunk);
-  if (auto st = prefill(prompt.subspan(keep), chunk, device_sampling, history, out, stats, on_piece, cancelled); !st)
+  if (auto st = prefill(prompt.subspan(kept), chunk, device_sampling, history, out, stats, on_piece, cancelled); !st)
     return st.error();
   const double prefill_s = seconds_since(t_start);
-  stats.prefill_tok_per_s = static_cast<double>(prompt.size() - keep) / std::max(prefill_s, 1e-9);
+  stats.prefill_tok_per_s = static_cast<double>(prompt.size() - kept) / std::max(prefill_s, 1e-9);
   if (cancelled) {
     stats.stop = StopReason::cancelled;
     return result;

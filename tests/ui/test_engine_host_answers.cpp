@@ -12,6 +12,7 @@
 
 #include "engine_controller.h"
 #include "engine_host.h"
+#include "engine_host_fixture.h"
 #include "fake_chat_engine.h"
 
 using cosmos::ui::EngineHost;
@@ -72,15 +73,7 @@ class TestEngineHostAnswers : public QObject {
  private:
   std::shared_ptr<FakeScript> script_;
 
-  std::unique_ptr<EngineHost> loadedHost() {
-    auto host = std::make_unique<EngineHost>(makeFakeEngine(script_));
-    QSignalSpy states(host.get(), &EngineHost::stateChanged);
-    host->loadModel(QStringLiteral("/models/first"));
-    while (host->state() != EngineHost::Ready && states.wait(5000)) {
-    }
-    if (host->state() != EngineHost::Ready) qWarning("the fake model did not load");
-    return host;
-  }
+  std::unique_ptr<EngineHost> loadedHost() { return loadedFakeHost(script_); }
 
  private slots:
   void init() { script_ = std::make_shared<FakeScript>(); }

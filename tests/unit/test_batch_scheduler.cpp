@@ -157,6 +157,45 @@ TEST(BatchScheduler, ARequestAloneThatOutgrowsTheCacheStopsAtContextFull) {
   EXPECT_LT(sched.result(id)->token_ids.size(), 100u);
 }
 
+// Prompts that begin alike share the KV blocks of the common part (the followers wait for the
+// first to prefill it, then fork its blocks and prefill only the rest), and every reply still
+// equals running the request alone: several answers to one prompt (drawn with their own seeds),
+// and a prompt that extends it.
+TEST(BatchScheduler, PromptsThatBeginAlikeShareTheirBlocksAndGetTheSameReplies) {
+  LoadedModel m = load(4096);
+  std::vector<Job> js;
+  const std::vector<TokenId> question = prompt_of(100, 9);
+  for (int i = 0; i < 4; ++i) js.push_back({question, options(12, 0.8f, 500 + i)});
+  std::vector<TokenId> longer = question;
+  for (int i = 0; i < 40; ++i) longer.push_back(static_cast<TokenId>(2000 + i));
+  js.push_back({longer, options(10, 0.0f, 7)});
+  js.push_back({prompt_of(30, 3), options(10, 0.0f, 8)});  // shares nothing
+  const std::vector<GenerationResult> want = alone(m, js);
+  BatchScheduler sched(*m.backend, *m.tokenizer);
+  for (const Job& j : js) sched.submit(j.prompt, j.options);
+  const int bs = m.backend->kv_cache().shape().block_size;
+  int least_free = m.backend->kv_cache().free_blocks();
+  ASSERT_TRUE(sched.run([&](const BatchProgress&) {
+    least_free = std::min(least_free, m.backend->kv_cache().free_blocks());
+  }).ok());
+  for (std::size_t i = 0; i < js.size(); ++i) {
+    const auto& r = sched.result(static_cast<int>(i));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->token_ids, want[i].token_ids) << "request " << i;
+    EXPECT_EQ(r->text, want[i].text) << "request " << i;
+  }
+  // The first answer prefilled the question; the others and the longer prompt took its 6 whole
+  // blocks (96 tokens; the last prompt token is always computed).
+  EXPECT_EQ(sched.result(0)->stats.reused_tokens, 0);
+  for (int i = 1; i < 5; ++i) EXPECT_EQ(sched.result(i)->stats.reused_tokens, 96 / bs * bs) << "request " << i;
+  EXPECT_EQ(sched.result(5)->stats.reused_tokens, 0);
+  // Unshared, the six would hold 4 x 7 + 10 + 3 = 41 blocks at their ends (they run together);
+  // shared, 6 + 4 x 1 + 4 + 3 = 17.
+  const int used = m.backend->kv_cache().shape().n_blocks - least_free;
+  EXPECT_LE(used, 20);
+  EXPECT_EQ(m.backend->kv_cache().free_blocks(), m.backend->kv_cache().shape().n_blocks);
+}
+
 TEST(BatchScheduler, CancelStopsRunningAndWaitingRequestsAndFreesTheirBlocks) {
   LoadedModel m = load(4096);
   BatchSchedulerOptions o;

@@ -4,6 +4,11 @@
 // the running decodes. Requests join at step boundaries (first come, first served, up to
 // `max_batch` at once) and leave when they stop, freeing their KV-cache blocks for the next.
 //
+// Prompts that begin alike (the app's several answers to one question, a shared system prompt)
+// share the KV blocks of the common part: a request whose prompt starts like a running request's
+// forks that request's whole cached blocks (KvCache::fork_sequence) and prefills only the rest;
+// while the running one is still prefilling the common part, the new one waits for it.
+//
 // Memory: a request is admitted when the free KV blocks cover its prompt plus one block for each
 // running request; when a step then needs more blocks than are free (replies grow), the most
 // recently admitted requests are preempted: their blocks freed and their work restarted later from
@@ -85,6 +90,13 @@ class BatchScheduler {
 
  private:
   struct Request;
+  // What a new request can share of the running requests' cached prompts (whole KV blocks).
+  struct Share {
+    SeqId seq = -1;     // the sequence to fork
+    int blocks = 0;     // whole blocks of its prompt it can share now
+    bool wait = false;  // a running request is still prefilling more of the common prefix
+  };
+  Share find_share(const Request& r) const;
   Status admit();
   Status make_room(int needed_blocks);
   void preempt(Request& r);
