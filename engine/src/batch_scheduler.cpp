@@ -162,7 +162,9 @@ BatchScheduler::Share BatchScheduler::find_share(const Request& r) const {
       best.blocks = now;
       best.seq = d.seq;
     }
-    best.wait |= later > now && d.next < 0 && d.prefilled < static_cast<int>(d.prompt.size());
+    // Waiting costs this request a step: worth it for two blocks or more (a chat template's
+    // common first block alone is not).
+    best.wait |= later - now >= 2 && d.next < 0 && d.prefilled < static_cast<int>(d.prompt.size());
   }
   if (best.wait) best.blocks = 0;
   return best;
