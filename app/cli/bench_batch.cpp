@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 namespace cosmos::cli {
 namespace {
@@ -19,6 +20,7 @@ struct Stream {
   std::vector<TokenId> history;
   TokenId next = 0;
   std::uint64_t draws = 0;
+  std::unique_ptr<Sampler> sampler;  // host sampling: one seeded sampler for the whole run, as a Session
 };
 
 // One forward over `ids[i]` for streams[first..first + count); samples each stream's next token
@@ -50,8 +52,8 @@ Status step(Backend& b, std::vector<Stream>& streams, std::size_t first, std::si
     } else {
       const auto row = out.row(out.first_row[i]);
       scratch.assign(row.begin(), row.end());
-      Sampler sampler(s.sampling);
-      s.next = sampler.sample(scratch, s.history);
+      if (!s.sampler) s.sampler = std::make_unique<Sampler>(s.sampling);
+      s.next = s.sampler->sample(scratch, s.history);
     }
   }
   return ok_status();
