@@ -339,8 +339,14 @@ int decode_attention_splits(int n, int kv_heads) {
   return std::clamp((kDecodeAttentionBlocks + pairs - 1) / pairs, 1, kDecodeAttentionSplits);
 }
 
+// The completion counters' region: first, and the same for every n, so that a launch of one batch
+// size never finds another's partials where its counters are (they must be zero on entry).
+std::size_t counter_bytes(int kv_heads) {
+  return static_cast<std::size_t>(kDecodeAttentionMaxTokens) * std::max(kv_heads, 1) * sizeof(int);
+}
+
 std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int head_dim) {
-  return slots_of(n, heads, kv_heads) * (2 + head_dim) * sizeof(float) + static_cast<std::size_t>(n) * kv_heads * sizeof(int);
+  return counter_bytes(kv_heads) + slots_of(n, heads, kv_heads) * (2 + head_dim) * sizeof(float);
 }
 
 bool decode_attention_sums_supported(const AttentionArgs& a) {
@@ -349,14 +355,14 @@ bool decode_attention_sums_supported(const AttentionArgs& a) {
 
 std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream, const RopeKvArgs* rope,
                                     const DecodeAttentionSums* sums) {
-  if (a.n <= 0) return 0;
+  if (a.n <= 0 || a.n > kDecodeAttentionMaxTokens) return 0;
   if (sums && (!decode_attention_sums_supported(a) || !sums->o || !sums->l ||
                reinterpret_cast<std::uintptr_t>(sums->o) % 16 != 0 || (!sums->clear_o) != (!sums->clear_l)))
     return 0;
   Scratch s;
-  s.ml = static_cast<float*>(scratch);
+  s.counters = static_cast<int*>(scratch);
+  s.ml = reinterpret_cast<float*>(static_cast<std::uint8_t*>(scratch) + counter_bytes(a.kv_heads));
   s.o = s.ml + 2 * slots_of(a.n, a.heads, a.kv_heads);
-  s.counters = reinterpret_cast<int*>(s.o + slots_of(a.n, a.heads, a.kv_heads) * a.head_dim);
   if (sums) {
     s.sum_o = sums->o;
     s.sum_l = sums->l;

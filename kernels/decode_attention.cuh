@@ -22,6 +22,7 @@
 namespace cosmos::kernels {
 
 inline constexpr int kDecodeAttentionSplits = 64;  // blocks per (token, KV head) at most
+inline constexpr int kDecodeAttentionMaxTokens = 256;  // tokens per launch at most (n)
 inline constexpr int kDecodeAttentionBlocks = 512; // batches of more than 4 tokens: splits for about this many blocks
 
 // Splits per (token, KV head) of a launch for n tokens (its gridDim.z): kDecodeAttentionSplits
@@ -33,10 +34,11 @@ int decode_attention_splits(int n, int kv_heads);
 // True when this kernel handles the shape (head_dim 64 or 128, up to 8 query heads per KV head).
 bool decode_attention_supports(int heads, int kv_heads, int head_dim);
 
-// Scratch bytes for n tokens: per (token, head, split) the partial max and sum, then the partial
-// output [head_dim] fp32, then completion counters [n, kv_heads] int32 (not monotonic in n: size a
-// buffer for several batch sizes with the largest of theirs). Zero it once (cudaMemset)
-// before the first launch; the kernel leaves the counters at zero again.
+// Scratch bytes for n tokens: completion counters [kDecodeAttentionMaxTokens, kv_heads] int32 (the
+// same place for every n), then per (token, head, split) the partial max and sum, then the partial
+// output [head_dim] fp32 (not monotonic in n: size a buffer for several batch sizes with the
+// largest of theirs). Zero it once (cudaMemset) before the first launch; every launch leaves the
+// counters at zero again, whatever n the launches before it had.
 std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int head_dim);
 
 // args.q is fp32 [n, heads, head_dim] (scaled by args.scale inside); the cache is fp32 or bf16

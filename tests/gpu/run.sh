@@ -12,7 +12,7 @@
 #   128 tokens each, 256 at once; and the first 100 of them one at a time (--max-batch 1).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time): bench_kernels,
-# bench_gemv_quant, bench_phases (the cost of a phase boundary), bench_attention (prefill attention on
+# bench_gemv_quant, bench_gemm_q_small (quantized weights times 1-64 tokens), bench_phases (the cost of a phase boundary), bench_attention (prefill attention on
 # the 7B shape), bench_gemm_swiglu (the fused gate/up + SwiGLU product against cuBLASLt + swiglu),
 # bench_decode_attention (decode attention per context length).
 # --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
@@ -83,7 +83,9 @@ if [ $sanitize = 1 ]; then
   # COSMOS_SANITIZE="test_gpu_a test_gpu_b" limits it to those binaries (default: every test_gpu_*).
   for t in "$bin"/test_gpu_*; do
     if [ -n "${COSMOS_SANITIZE:-}" ] && [[ " $COSMOS_SANITIZE " != *" $(basename "$t") "* ]]; then continue; fi
-    env -u COSMOS_QUANT_7B compute-sanitizer --tool memcheck "$t" > "$LOGS/san_$(basename "$t").txt" 2>&1
+    # COSMOS_SANITIZE_FILTER: a gtest filter for those runs (memcheck is slow on the 7B-sized cases).
+    env -u COSMOS_QUANT_7B compute-sanitizer --tool memcheck "$t" ${COSMOS_SANITIZE_FILTER:+--gtest_filter=$COSMOS_SANITIZE_FILTER} \
+      > "$LOGS/san_$(basename "$t").txt" 2>&1
     grep -q "ERROR SUMMARY: 0 errors" "$LOGS/san_$(basename "$t").txt" || sanitize_status="ERRORS in $(basename "$t")"
     grep -E "ERROR SUMMARY|Invalid" "$LOGS/san_$(basename "$t").txt" | head -5 >> "$OUT/tests.log"
   done
@@ -107,6 +109,14 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_gemv_quant" ]; then
   "$bin/bench_gemv_quant" ${COSMOS_QBENCH_ARGS:-} > "$LOGS/bench_gemv_quant.txt" 2>&1
   { echo "== bench_gemv_quant"; cat "$LOGS/bench_gemv_quant.txt"; } >> "$OUT/tests.log"
   qbench_line=$(tail -3 "$LOGS/bench_gemv_quant.txt" | tr '\n' ' ')
+fi
+qsmall_line=$nobench
+if [ "$benches" != 0 ] && [ -x "$bin/bench_gemm_q_small" ]; then
+  # Quantized weights times 1-64 tokens on tensor cores (batched decode, short prompts).
+  "$bin/bench_gemm_q_small" > "$LOGS/bench_gemm_q_small.txt" 2>&1
+  { echo "== bench_gemm_q_small"; cat "$LOGS/bench_gemm_q_small.txt"; } >> "$OUT/tests.log"
+  qsmall_line=$(grep "step's products" "$LOGS/bench_gemm_q_small.txt" | sed 's/ step.s products (28 layers + lm_head)://' |
+    tr -s ' ' | tr '\n' '|')
 fi
 quant_lines=$(grep -h "\[ measured \]" "$LOGS/test_gpu_cuda_quant.log" 2>/dev/null | grep "random 7B" | sed 's/.*GPU, //')
 
@@ -300,6 +310,7 @@ printf '%-32s %s\n' "tokenizer encode MB/s (1 core)" "${bench_mbs:-?}"
 printf '%-32s %s\n' "device copy" "${copy_line:-?}"
 printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
 printf '%-32s %s\n' "gemv quantized, one decode step" "$qbench_line"
+printf '%-32s %s\n' "quantized x 1-64 tokens, a step" "$qsmall_line"
 printf '%-32s %s\n' "phase boundary (us per phase)" "$phases_line"
 printf '%-32s %s\n' "prefill attention, 2048 tokens" "$attention_line"
 printf '%-32s %s\n' "gate/up + SwiGLU, 2048 bf16" "$swiglu_line"

@@ -133,6 +133,31 @@ TEST_P(CudaQuant, PrefillAndDecodeMatchTheCpuAtTheSamePrecision) {
   EXPECT_LT(decode.max_rel_err, bound);
 }
 
+// Prompts of up to 64 tokens (fp8 with fp8 tensor cores: 16) multiply the quantized weights
+// directly on tensor cores (kernels/gemm_q_small.cuh, bf16 activations: W8A16 / W4A16), and
+// lm_head's rows of any pass do (64 at a time): 12- and 40-token prompts (every product on that
+// kernel; fp8 40: W8A8) and a 100-token one (layers on the dequantizing GEMM, lm_head's 100 rows on
+// the kernel in two launches; fp8: on fp8 tensor cores), every position's logits against the CPU
+// backend's at the same precision.
+TEST_P(CudaQuant, ShortPromptsMatchTheCpuAtTheSamePrecision) {
+  const Precision p = GetParam();
+  auto gpu = make(true, p, testing::tiny_model_dir());
+  auto cpu = make(false, p, testing::tiny_model_dir());
+  ASSERT_TRUE(gpu && cpu);
+  const std::vector<TokenId>& seq = sequence();
+  ASSERT_GE(seq.size(), 100u);
+  for (const int len : {12, 40, 100}) {
+    const std::vector<TokenId> ids(seq.begin(), seq.begin() + len);
+    const ForwardOutput a = score_logits(*cpu, ids), b = score_logits(*gpu, ids);
+    ASSERT_EQ(a.logits.size(), b.logits.size());
+    testing::LogitStats st;
+    for (int r = 0; r < len; ++r) st.add(a.row(r), b.row(r));
+    std::printf("[ measured ] tiny model, %s, a %d-token prompt, CUDA against CPU: max rel error %.3g, top-1 %d/%d\n",
+                std::string(to_string(p)).c_str(), len, st.max_rel_err, st.agree, st.positions);
+    EXPECT_LT(st.max_rel_err, p == Precision::fp8 && len > 16 ? kFp8ActRel : kBf16Rel) << len << " tokens";
+  }
+}
+
 struct Bounds {
   double max_rel_err, mean_kl, min_top1;
 };

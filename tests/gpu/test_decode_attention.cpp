@@ -131,7 +131,11 @@ TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
   ASSERT_EQ(cudaMalloc(&dref, q.size() * 4), cudaSuccess);
   const std::size_t scratch_bytes = kernels::decode_attention_scratch_bytes(n, heads, kv_heads, D);
   ASSERT_EQ(cudaMalloc(&scratch, scratch_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(scratch, 0, scratch_bytes), cudaSuccess);
+  // Only the counters' region (first, the same for every batch size) starts at zero; the rest holds
+  // what a launch of another batch size could have left there (partials, here 0x7F7F7F7F).
+  const std::size_t counters = static_cast<std::size_t>(kernels::kDecodeAttentionMaxTokens) * kv_heads * sizeof(int);
+  ASSERT_EQ(cudaMemset(scratch, 0x7F, scratch_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(scratch, 0, counters), cudaSuccess);
   ASSERT_EQ(cudaMemset(dout, 0xFF, q.size() * 4), cudaSuccess);
   kernels::AttentionArgs a;
   a.q = dq;

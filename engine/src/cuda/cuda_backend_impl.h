@@ -28,6 +28,7 @@
 #include "kernels/device_info.cuh"
 #include "kernels/elem_type.cuh"
 #include "kernels/gemm_lt.h"
+#include "kernels/gemm_q_small.cuh"
 #include "kernels/prefill_attention.cuh"
 #include "kernels/quant_format.cuh"
 #include "kernels/sampling.cuh"
@@ -123,6 +124,15 @@ class CudaBackend final : public Backend {
   // values (gemm_weight).
   Status gemm_product(const void* x, const DevMatrix& w, kernels::ElemType wtype, void* y, int n, int rows, int cols,
                       bool accumulate, kernels::ElemType out_type);
+  // Quantized W times up to 64 bf16 tokens on tensor cores, W read once (kernels/gemm_q_small.cuh),
+  // when qsmall_ and the shape allow; false: nothing launched, the caller takes another path.
+  bool small_quant_product(const void* x, const DevMatrix& w, kernels::ElemType wtype, void* y, int n, int rows,
+                           int cols, bool accumulate, kernels::ElemType out_type);
+  // Whether lm_head's R rows (R > 1) take small_quant_product (64 rows a launch): quantized int8 /
+  // int4 at any R, fp8 up to kQSmallFp8MaxTokens rows when fp8_gemm_ (more on fp8 tensor cores).
+  bool lm_small_rows(int R) const;
+  static constexpr int kQSmallFp8MaxTokens = 16;  // fp8 with fp8_gemm_: above, the W8A8 GEMM
+  void choose_qsmall();  // sets qsmall_ at load (COSMOS_QSMALL=0 turns it off; the log says which)
   // Whether fp8 weights use fp8 tensor cores for passes of several tokens (set at load; the reason
   // when not is logged).
   void choose_fp8_gemm();
@@ -291,6 +301,7 @@ class CudaBackend final : public Backend {
   std::size_t dq_elems_ = 0;
   void* qstatus_ = nullptr;                // kernels::QuantStatus (device)
   bool fp8_gemm_ = false;                  // fp8 weights: prefill GEMMs on fp8 tensor cores (W8A8)
+  bool qsmall_ = false;                    // quantized passes of <= 64 tokens: kernels/gemm_q_small.cuh
   // bf16/fp16 decode: each layer's MLP as one kernel (kernels/mlp_decode.cuh), the down weights
   // stored transposed; set at load (COSMOS_FUSED_MLP=0 turns it off, the log says which).
   bool fused_mlp_ = false;

@@ -22,6 +22,7 @@
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope_kv.cuh"
 #include "kernels/sampling.cuh"
+#include "kernels/gemm_q_small.cuh"
 #include "kernels/gemm_swiglu.cuh"
 #include "kernels/swiglu.cuh"
 #include "kernels/tensor_map.cuh"
@@ -61,8 +62,69 @@ Result<const void*> CudaBackend::gemm_weight(const DevMatrix& m, int rows, int c
   return static_cast<const void*>(dq_);
 }
 
+bool CudaBackend::small_quant_product(const void* x, const DevMatrix& w, ElemType wtype, void* y, int n, int rows,
+                                      int cols, bool accumulate, ElemType out_type) {
+  if (!qsmall_ || !w.quantized || w.transposed || wtype != ElemType::bf16 || n > kernels::kQSmallMaxTokens ||
+      (out_type != ElemType::f32 && out_type != ElemType::bf16))
+    return false;
+  // fp8 on fp8 tensor cores (W8A8) is faster from kQSmallFp8MaxTokens + 1 tokens on (H200, bench
+  // --batch, decode tok/s here / there: 8 sequences 2,511 / 1,716, 16 4,076 / 3,353, 32 6,202 / 6,505).
+  if (w.qm.kind == kernels::QuantKind::fp8_row && fp8_gemm_ && n > kQSmallFp8MaxTokens) return false;
+  kernels::QSmallArgs a;
+  a.w = w.qm;
+  a.x = x;
+  a.y = y;
+  a.n = n;
+  a.rows = rows;
+  a.cols = cols;
+  a.y_bf16 = out_type == ElemType::bf16;
+  a.accumulate = accumulate;
+  if (kernels::gemm_q_small_unsupported(a)) return false;  // this matrix takes the GEMM path (load logged why)
+  kernels::launch_gemm_q_small(a, stream_);
+  return true;
+}
+
+void CudaBackend::choose_qsmall() {
+  qsmall_ = false;
+  if (reference_math_ || layers_.empty() || !layers_[0].qkv.quantized) return;
+  if (const char* env = std::getenv("COSMOS_QSMALL"); env && std::string_view(env) == "0") {
+    spdlog::info("cuda backend: passes of a few tokens dequantize each matrix for a GEMM (COSMOS_QSMALL=0)");
+    return;
+  }
+  qsmall_ = true;
+  const ModelConfig& c = config_;
+  kernels::QSmallArgs a;
+  a.w = layers_[0].qkv.qm;
+  a.x = layers_[0].qkv.qm.q;  // only its alignment is checked here
+  a.n = 1;
+  a.rows = c.q_dim() + 2 * c.kv_dim();
+  for (int cols : {c.hidden_size, c.q_dim(), c.intermediate_size}) {
+    a.cols = cols;
+    if (const char* why = kernels::gemm_q_small_unsupported(a)) {
+      spdlog::info("cuda backend: passes of up to {} tokens dequantize the {}-column matrices for a GEMM ({})",
+                   kernels::kQSmallMaxTokens, cols, why);
+    }
+  }
+  spdlog::info("cuda backend: passes of up to {} tokens multiply the quantized weights on tensor cores, each matrix "
+               "read once for all tokens (COSMOS_QSMALL=0: dequantize for a GEMM)",
+               kernels::kQSmallMaxTokens);
+}
+
+bool CudaBackend::lm_small_rows(int R) const {
+  if (R <= 1 || !qsmall_ || !lm_head_.quantized || lm_type_ != ElemType::bf16) return false;
+  if (lm_head_.qm.kind == kernels::QuantKind::fp8_row && fp8_gemm_ && R > kQSmallFp8MaxTokens) return false;
+  kernels::QSmallArgs a;
+  a.w = lm_head_.qm;
+  a.x = h_;
+  a.n = 1;
+  a.rows = config_.vocab_size;
+  a.cols = config_.hidden_size;
+  return kernels::gemm_q_small_unsupported(a) == nullptr;
+}
+
 Status CudaBackend::gemm_product(const void* x, const DevMatrix& w, ElemType wtype, void* y, int n, int rows, int cols,
                                  bool accumulate, ElemType out_type) {
+  if (small_quant_product(x, w, wtype, y, n, rows, cols, accumulate, out_type)) return ok_status();
   if (fp8_gemm_ && w.quantized && w.qm.kind == kernels::QuantKind::fp8_row) {
     // [n, cols] E4M3 and [n] fp32 scales in the unused second half of x's buffer (see the header).
     auto* xq = static_cast<std::uint8_t*>(const_cast<void*>(x)) + static_cast<std::size_t>(n) * cols * 2;
@@ -319,6 +381,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.block_size = cache_.shape().block_size;
       a.max_ctx = max_ctx;
       a.scale = scale;
+      static_assert(kMaxDecodeBatch <= kernels::kDecodeAttentionMaxTokens, "the decode attention's counters");
       if (decode_att) {
         if (kernels::launch_decode_attention(a, decode_scratch_, stream_, fuse_rope ? &r : nullptr, sums ? &ds : nullptr) == 0)
           return fail(make_error(ErrorCategory::internal, "backend.cuda", "the decode attention refused its inputs"));
@@ -373,11 +436,13 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
         !st)
       return st;
   } else {
-    // Several rows: a GEMM (fp8 weights on fp8 tensor cores; int8 / int4 one gemv per row).
+    // Several rows: a GEMM (fp8 weights on fp8 tensor cores), or quantized weights times up to 64 rows
+    // at a time on tensor cores (int8 / int4 always, fp8 up to 64 rows); else one gemv per row.
     const bool lm_fp8 = lm_head_.quantized && fp8_gemm_ && lm_head_.qm.kind == kernels::QuantKind::fp8_row;
-    const bool lm_gemm = R > 1 && !reference_math_ && (!lm_head_.quantized || lm_fp8);
-    void* normed = lm_gemm ? h_ : static_cast<void*>(sel_);
-    const ElemType normed_type = lm_gemm ? lm_type_ : ElemType::f32;
+    const bool lm_small = lm_small_rows(R);
+    const bool lm_gemm = R > 1 && !reference_math_ && (!lm_head_.quantized || lm_fp8) && !lm_small;
+    void* normed = lm_gemm || lm_small ? h_ : static_cast<void*>(sel_);
+    const ElemType normed_type = lm_gemm || lm_small ? lm_type_ : ElemType::f32;
     bool consecutive = true;
     for (int r = 1; r < R; ++r) consecutive &= rows[r] == rows[0] + r;
     if (consecutive) {
@@ -390,7 +455,16 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
                                  static_cast<std::uint8_t*>(normed) + static_cast<std::size_t>(r) * H * es, normed_type,
                                  1, H, eps, stream_);
     }
-    if (lm_gemm && lm_fp8) {
+    if (lm_small) {
+      const std::size_t es = kernels::elem_size(normed_type);
+      for (int r0 = 0; r0 < R; r0 += kernels::kQSmallMaxTokens) {
+        const int rn = std::min(kernels::kQSmallMaxTokens, R - r0);
+        if (!small_quant_product(static_cast<std::uint8_t*>(normed) + static_cast<std::size_t>(r0) * H * es, lm_head_,
+                                 lm_type_, logits_ + static_cast<std::size_t>(r0) * c.vocab_size, rn, c.vocab_size, H,
+                                 false, ElemType::f32))
+          return fail(make_error(ErrorCategory::internal, "backend.cuda", "the quantized lm_head product refused rows"));
+      }
+    } else if (lm_gemm && lm_fp8) {
       if (auto st = gemm_product(normed, lm_head_, lm_type_, logits_, R, c.vocab_size, H, false, ElemType::f32); !st)
         return st;
     } else if (lm_head_.quantized) {

@@ -476,6 +476,7 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   TRY(choose_att_sums());
   choose_prefill_attention();
   choose_fused_swiglu();
+  choose_qsmall();
   choose_decode_ahead();
   cached_.clear();
   placed_.clear();

@@ -1,0 +1,36 @@
+// Products of a quantized weight matrix with a few tokens at once (kernels/gemm_q_small.cu):
+// y[n][r] (+)= sum_c W[r][c] x[n][c] for n < N <= 64 tokens, W int8 / fp8 (per-row scale) or int4
+// (groups of 128), x bf16. The weights are read once for all N tokens and dequantized in registers
+// into bf16 mma fragments (tensor cores, fp32 accumulation): the batched decode step of a few
+// sequences and short prompts in the quantized precisions, where dequantizing a whole matrix to bf16
+// for a GEMM costs more than the product.
+#pragma once
+
+#include <cstddef>
+
+#include <cuda_runtime.h>
+
+#include "kernels/quant_format.cuh"
+
+namespace cosmos::kernels {
+
+inline constexpr int kQSmallTokens = 32;     // tokens per pass over the weights
+inline constexpr int kQSmallMaxTokens = 64;  // what launch_gemm_q_small takes (two passes above 32)
+
+struct QSmallArgs {
+  QuantMatrix w;            // [rows, cols] quantized (kernels/quant_format.cuh)
+  const void* x = nullptr;  // [n, cols] bf16
+  void* y = nullptr;        // [n, rows] fp32, or bf16 with y_bf16
+  int n = 0, rows = 0, cols = 0;
+  bool y_bf16 = false;      // bf16 output (no accumulation)
+  bool accumulate = false;  // y += W x (fp32 output only)
+};
+
+// nullptr when the shape and pointers run on this kernel; otherwise why not (cols a multiple of 64
+// for int8 / fp8 and of 128 for int4, 16-byte aligned q and x, 1 <= n <= kQSmallMaxTokens).
+const char* gemm_q_small_unsupported(const QSmallArgs& a);
+
+// Enqueues the product; returns the bytes it moves (weights, scales, x once per pass, y).
+std::size_t launch_gemm_q_small(const QSmallArgs& a, cudaStream_t stream);
+
+}  // namespace cosmos::kernels

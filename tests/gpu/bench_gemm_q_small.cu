@@ -1,0 +1,176 @@
+// Quantized weights times a few tokens (launch_gemm_q_small, reports, never fails): every matrix of
+// a Cosmos-Reason1-7B layer and lm_head, int8 / fp8 / int4, for 1..64 tokens. Weights rotated over
+// enough copies to exceed 4x the L2 cache (DRAM figures); each point is the median of 7 batches of
+// launches in a CUDA graph with PDL on, as the engine runs them. Printed: us per launch, GB/s from
+// the bytes launch_gemm_q_small returns, % of the device copy bandwidth, and per token count the
+// step's products estimated as 28 x (q/k/v + o + gate/up + down) + lm_head, in ms and tokens/s.
+//   bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32]
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/device_info.cuh"
+#include "kernels/gemm_q_small.cuh"
+#include "kernels/pdl.cuh"
+#include "bench_check.h"
+
+namespace {
+
+using cosmos::kernels::QSmallArgs;
+using cosmos::kernels::QuantKind;
+
+__device__ unsigned mix(std::size_t i, unsigned seed) {
+  unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed ^ static_cast<unsigned>(i >> 32) * 0x9E3779B9u;
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  return h ^ (h >> 15);
+}
+// Random bytes (E4M3: NaN codes avoided), or small positive fp32 / bf16 values.
+__global__ void fill(std::uint8_t* p, std::size_t n, unsigned seed, int kind) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    unsigned b = mix(i, seed) & 0xFFu;
+    if (kind == 1 && (b & 0x7Fu) == 0x7Fu) b &= 0xFEu;
+    p[i] = static_cast<std::uint8_t>(b);
+  }
+}
+__global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    p[i] = __float2bfloat16(static_cast<float>(mix(i, seed) & 0xFFFFu) / 65536.0f * 0.02f);
+}
+
+struct Matrix {
+  const char* name;
+  int rows, cols, per_step;  // per_step: launches per decode step (28 layers, 1 lm_head)
+  bool accumulate, bf16_out;
+};
+
+void* dalloc(std::size_t bytes, std::vector<void*>& keep) {
+  void* p = nullptr;
+  CHECK(cudaMalloc(&p, bytes));
+  keep.push_back(p);
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* only = nullptr;
+  std::vector<int> tokens = {1, 2, 4, 8, 16, 32, 64};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--fmt") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    } else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) {
+      tokens.clear();
+      for (const char* s = argv[++i]; *s;) {
+        tokens.push_back(std::atoi(s));
+        while (*s && *s != ',') ++s;
+        if (*s == ',') ++s;
+      }
+    } else {
+      std::printf("usage: bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32]\n");
+      return 2;
+    }
+  }
+  const auto q = cosmos::kernels::query_gpus();
+  if (q.gpus.empty()) {
+    std::printf("bench_gemm_q_small: %s\n", q.why_none.c_str());
+    return 0;
+  }
+  cosmos::kernels::set_pdl_enabled(true);
+  const double copy = cosmos::kernels::measure_copy_gbps();
+  std::printf("GPU: %s; device copy %.0f GB/s\n", q.gpus[0].name.c_str(), copy);
+  int l2 = 0;
+  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const Matrix mats[] = {{"q/k/v", 4608, 3584, 28, false, false},    {"o + residual", 3584, 3584, 28, true, false},
+                         {"gate/up", 37888, 3584, 28, false, true},  {"down + residual", 3584, 18944, 28, true, false},
+                         {"lm_head", 152064, 3584, 1, false, false}};
+  struct Fmt {
+    const char* name;
+    QuantKind kind;
+  };
+  for (const Fmt f : {Fmt{"int8", QuantKind::int8_row}, Fmt{"fp8", QuantKind::fp8_row}, Fmt{"int4", QuantKind::int4_group}}) {
+    if (only && std::strcmp(only, f.name) != 0) continue;
+    std::printf("\n%-5s %-16s %6s | us per launch, GB/s, %% of copy\n", f.name, "matrix", "tokens");
+    std::vector<double> step_us(tokens.size(), 0.0);
+    for (const Matrix& m : mats) {
+      std::vector<void*> keep;
+      const bool i4 = f.kind == QuantKind::int4_group;
+      const std::size_t qbytes = static_cast<std::size_t>(m.rows) * (i4 ? m.cols / 2 : m.cols);
+      const std::size_t groups = static_cast<std::size_t>(m.cols / 128);
+      const int copies = static_cast<int>(std::max<std::size_t>(1, (4 * static_cast<std::size_t>(l2)) / qbytes + 1));
+      std::vector<QSmallArgs> args(copies);
+      const int nmax = *std::max_element(tokens.begin(), tokens.end());
+      auto* x = static_cast<__nv_bfloat16*>(dalloc(static_cast<std::size_t>(nmax) * m.cols * 2, keep));
+      fill_bf16<<<256, 256, 0, stream>>>(x, static_cast<std::size_t>(nmax) * m.cols, 7u);
+      void* y = dalloc(static_cast<std::size_t>(nmax) * m.rows * 4, keep);
+      CHECK(cudaMemsetAsync(y, 0, static_cast<std::size_t>(nmax) * m.rows * 4, stream));
+      for (int c = 0; c < copies; ++c) {
+        QSmallArgs& a = args[c];
+        auto* qp = static_cast<std::uint8_t*>(dalloc(qbytes, keep));
+        fill<<<1024, 256, 0, stream>>>(qp, qbytes, 11u + c, f.kind == QuantKind::fp8_row ? 1 : 0);
+        a.w.kind = f.kind;
+        a.w.q = qp;
+        if (i4) {
+          auto* gs = static_cast<__nv_bfloat16*>(dalloc(m.rows * groups * 2, keep));
+          auto* gm = static_cast<__nv_bfloat16*>(dalloc(m.rows * groups * 2, keep));
+          fill_bf16<<<256, 256, 0, stream>>>(gs, m.rows * groups, 3u + c);
+          fill_bf16<<<256, 256, 0, stream>>>(gm, m.rows * groups, 5u + c);
+          a.w.group_scale = reinterpret_cast<const std::uint16_t*>(gs);
+          a.w.group_min = reinterpret_cast<const std::uint16_t*>(gm);
+        } else {
+          auto* rs = static_cast<__nv_bfloat16*>(dalloc(static_cast<std::size_t>(m.rows) * 4, keep));
+          fill_bf16<<<256, 256, 0, stream>>>(rs, static_cast<std::size_t>(m.rows) * 2, 9u + c);  // small positive fp32 bits
+          a.w.row_scale = reinterpret_cast<const float*>(rs);
+        }
+        a.x = x;
+        a.y = y;
+        a.rows = m.rows;
+        a.cols = m.cols;
+        a.accumulate = m.accumulate;
+        a.y_bf16 = m.bf16_out;
+      }
+      CHECK(cudaStreamSynchronize(stream));
+      for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
+        const int n = tokens[ti];
+        std::size_t bytes = 0;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        const int launches = std::max(copies, 8);
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < launches; ++i) {
+          QSmallArgs a = args[i % copies];
+          a.n = n;
+          bytes = cosmos::kernels::launch_gemm_q_small(a, stream);
+        }
+        CHECK(cudaStreamEndCapture(stream, &graph));
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        const float ms = median_event_ms(stream, 7, 2, [&] { CHECK(cudaGraphLaunch(exec, stream)); });
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+        const double us = 1000.0 * ms / launches;
+        const double gbs = static_cast<double>(bytes) / (us * 1e3);
+        step_us[ti] += us * m.per_step;
+        std::printf("%-5s %-16s %6d | %8.1f us %6.0f GB/s %5.1f%%\n", f.name, m.name, n, us, gbs, 100.0 * gbs / copy);
+      }
+      CHECK(cudaStreamSynchronize(stream));
+      for (void* p : keep) CHECK(cudaFree(p));
+    }
+    std::printf("%-5s step's products (28 layers + lm_head):", f.name);
+    for (std::size_t ti = 0; ti < tokens.size(); ++ti)
+      std::printf("  %d: %.2f ms = %.0f tok/s", tokens[ti], step_us[ti] / 1000.0, tokens[ti] * 1e6 / step_us[ti]);
+    std::printf("\n");
+  }
+  CHECK(cudaStreamDestroy(stream));
+  return 0;
+}

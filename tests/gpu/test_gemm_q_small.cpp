@@ -1,0 +1,197 @@
+// launch_gemm_q_small (quantized weights times a few bf16 tokens, kernels/gemm_q_small.cu) against a
+// float64 CPU reference on the same quantized bytes: random weights quantized by the engine's
+// cosmos::quantize_rows (the CPU backend's bytes), x rounded to bf16 on the host, and the reference
+// sum_c w_c x_c in double from cosmos::dequantize_row. Shapes: rows not a multiple of the 16-row tile,
+// the 7B decode matrices (q/k/v, down with 18,944 columns, gate/up), and token counts 1..64 (one n8
+// tile, several, a partial one, two passes of 32); fp32 output, accumulation into a filled y, and bf16
+// output; NaN-poisoned guards after y stay untouched.
+//
+// Tolerance, per output, with A = sum_c |w_c x_c|: int8 / fp8 weights and bf16 x are exact in the
+// mma's inputs, so only the fp32 accumulation rounds: at most one rounding (of up to 2^-23, the
+// tensor cores need not round to nearest) per mma in the accumulator's chain of cols / 16, plus the
+// kS partial sums and the row scale: (cols / 16 + 16) 2^-23 A. int4 weights enter as q s + m rounded
+// once to bf16 (relative <= 2^-9 each): 2^-8 A. bf16 output adds its own rounding (2^-9 |y|).
+// A wrong column pairing, nibble, scale or token errs by about |w x| on many terms, far above these;
+// the relative L2 error over all outputs is also bounded (3e-5; int4 2e-3; bf16 output 4e-3).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include "cosmos/quant.h"
+#include "kernels/device_info.cuh"
+#include "kernels/gemm_q_small.cuh"
+#include "kernels/pdl.cuh"
+#include "gemv_quant_test_common.h"
+
+namespace cosmos {
+namespace {
+
+using namespace gemv_quant_test;  // NOLINT(google-build-using-namespace): this test binary's own helpers
+
+enum class Out { f32, f32_accumulate, bf16 };
+
+struct Case {
+  QuantFormat fmt;
+  int rows, cols, n;
+  Out out;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  std::string s = std::string(fmt_name(c.fmt)) + "_" + std::to_string(c.rows) + "x" + std::to_string(c.cols) + "_n" +
+                  std::to_string(c.n);
+  if (c.out == Out::f32_accumulate) s += "_acc";
+  if (c.out == Out::bf16) s += "_bf16";
+  return s;
+}
+
+class GemmQSmall : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
+  const auto gq = kernels::query_gpus();
+  if (gq.gpus.empty()) GTEST_SKIP() << gq.why_none;
+  const Case c = GetParam();
+  Rng rng(0x5EED0000u + static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.n) + static_cast<unsigned>(c.fmt) * 1009u);
+  const HostQuant hq(c.fmt, c.rows, c.cols, rng);
+  DevQuant dq;
+  dq.upload(hq.m);
+
+  // x: [n][cols] bf16; y: [n][rows] with a poisoned guard of 64 elements after it.
+  std::vector<std::uint16_t> xb(static_cast<std::size_t>(c.n) * c.cols);
+  for (auto& v : xb) v = f_to_bf16(2.0f * rng.next());
+  DevBuf<std::uint16_t> x;
+  x.alloc(xb.size());
+  x.upload(xb);
+  const std::size_t ny = static_cast<std::size_t>(c.n) * c.rows;
+  std::vector<float> y0(ny, 0.0f);
+  for (auto& v : y0) v = rng.next();
+  DevBuf<float> yf;
+  DevBuf<std::uint16_t> yb;
+  if (c.out == Out::bf16) {
+    yb.alloc(ny, 0, 64);
+  } else {
+    yf.alloc(ny, 0, 64);
+    if (c.out == Out::f32_accumulate) yf.upload(y0);
+  }
+
+  kernels::QSmallArgs a;
+  a.w = dq.mat;
+  a.x = x.ptr;
+  a.y = c.out == Out::bf16 ? static_cast<void*>(yb.ptr) : static_cast<void*>(yf.ptr);
+  a.n = c.n;
+  a.rows = c.rows;
+  a.cols = c.cols;
+  a.y_bf16 = c.out == Out::bf16;
+  a.accumulate = c.out == Out::f32_accumulate;
+  ASSERT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  for (const bool pdl : {false, true}) {
+    kernels::set_pdl_enabled(pdl);
+    if (c.out == Out::f32_accumulate) yf.upload(y0);
+    EXPECT_GT(kernels::launch_gemm_q_small(a, nullptr), 0u);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> got(ny + 64);
+    if (c.out == Out::bf16) {
+      const auto raw = yb.download(ny + 64);
+      for (std::size_t i = 0; i < ny; ++i) got[i] = bf16_to_f(raw[i]);
+      for (std::size_t i = ny; i < ny + 64; ++i) EXPECT_EQ(raw[i], 0xFFFFu) << "guard " << i - ny << " written";
+    } else {
+      got = yf.download(ny + 64);
+      for (std::size_t i = ny; i < ny + 64; ++i) EXPECT_TRUE(std::isnan(got[i])) << "guard " << i - ny << " written";
+    }
+
+    const double rel = c.fmt == QuantFormat::int4_group ? std::ldexp(1.0, -8) : (c.cols / 16.0 + 16) * std::ldexp(1.0, -23);
+    double err2 = 0, ref2 = 0, worst = 0;
+    int bad = 0;
+    std::vector<float> w;
+    std::vector<double> mag, omag;
+    for (int r = 0; r < c.rows; ++r) {
+      hq.row(r, w, mag, omag);
+      for (int n = 0; n < c.n; ++n) {
+        const std::uint16_t* xr = xb.data() + static_cast<std::size_t>(n) * c.cols;
+        double ref = 0, A = 0;
+        for (int k = 0; k < c.cols; ++k) {
+          const double p = static_cast<double>(w[k]) * bf16_to_f(xr[k]);
+          ref += p;
+          A += std::fabs(p);
+        }
+        const std::size_t at = static_cast<std::size_t>(n) * c.rows + r;
+        if (c.out == Out::f32_accumulate) ref += y0[at];
+        double bound = rel * A + 1e-30;
+        if (c.out == Out::f32_accumulate) bound += std::ldexp(std::fabs(ref), -23);
+        if (c.out == Out::bf16) bound += std::ldexp(std::fabs(ref), -8);  // the output's own rounding
+        const double e = std::fabs(got[at] - ref);
+        err2 += e * e;
+        ref2 += ref * ref;
+        worst = std::max(worst, e / (A + 1e-30));
+        if (!(e <= bound) && bad++ < 5)
+          ADD_FAILURE() << "row " << r << " token " << n << ": got " << got[at] << ", want " << ref << " (bound " << bound
+                        << ", pdl " << pdl << ")";
+      }
+    }
+    EXPECT_EQ(bad, 0);
+    const double rel_l2 = std::sqrt(err2 / std::max(ref2, 1e-300));
+    EXPECT_LT(rel_l2, c.out == Out::bf16 ? 4e-3 : c.fmt == QuantFormat::int4_group ? 2e-3 : 3e-5);
+    std::printf("[ measured ] %s: relative L2 error %.3g, worst error / sum|w x| %.3g\n",
+                case_name(::testing::TestParamInfo<Case>(c, 0)).c_str(), rel_l2, worst);
+  }
+  kernels::set_pdl_enabled(false);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (QuantFormat f : {QuantFormat::int8_row, QuantFormat::fp8_row, QuantFormat::int4_group}) {
+    for (int n : {1, 7, 8, 13, 33, 64}) v.push_back({f, 40, 256, n, Out::f32});
+    v.push_back({f, 40, 384, 9, Out::f32_accumulate});
+    v.push_back({f, 24, 512, 20, Out::bf16});
+    v.push_back({f, 4608, 3584, 32, Out::f32});          // q/k/v
+    v.push_back({f, 3584, 18944, 5, Out::f32_accumulate});  // down, into the residual stream
+    v.push_back({f, 37888, 3584, 3, Out::bf16});          // gate/up
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmQSmall, ::testing::ValuesIn(cases()), case_name);
+
+TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
+  kernels::QSmallArgs a;
+  alignas(16) static std::uint8_t q[64 * 256];
+  alignas(16) static std::uint16_t x[64 * 256];
+  alignas(16) static float s[64];
+  a.w.kind = kernels::QuantKind::int8_row;
+  a.w.q = q;
+  a.w.row_scale = s;
+  a.x = x;
+  a.rows = 16;
+  a.cols = 256;
+  a.n = 4;
+  EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.n = 0;
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.n = 65;
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.n = 4;
+  a.cols = 96;  // not a multiple of 64
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.w.kind = kernels::QuantKind::int4_group;
+  a.cols = 192;  // a multiple of 64, not of 128
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.cols = 256;
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr) << "int4 without group scales";
+  a.w.kind = kernels::QuantKind::fp8_row;
+  a.x = x + 1;  // misaligned
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.x = x;
+  a.y_bf16 = true;
+  a.accumulate = true;
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+}
+
+}  // namespace
+}  // namespace cosmos
