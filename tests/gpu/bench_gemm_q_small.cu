@@ -20,32 +20,16 @@
 #include "kernels/gemm_q_small.cuh"
 #include "kernels/pdl.cuh"
 #include "bench_check.h"
+#include "bench_quant_fill.cuh"
 
 namespace {
 
 using cosmos::kernels::QSmallArgs;
 using cosmos::kernels::QuantKind;
 
-__device__ unsigned mix(std::size_t i, unsigned seed) {
-  unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed ^ static_cast<unsigned>(i >> 32) * 0x9E3779B9u;
-  h ^= h >> 13;
-  h *= 0x5bd1e995u;
-  return h ^ (h >> 15);
-}
-// Random bytes (E4M3: NaN codes avoided), or small positive fp32 / bf16 values.
-__global__ void fill(std::uint8_t* p, std::size_t n, unsigned seed, int kind) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    unsigned b = mix(i, seed) & 0xFFu;
-    if (kind == 1 && (b & 0x7Fu) == 0x7Fu) b &= 0xFEu;
-    p[i] = static_cast<std::uint8_t>(b);
-  }
-}
-__global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, unsigned seed) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    p[i] = __float2bfloat16(static_cast<float>(mix(i, seed) & 0xFFFFu) / 65536.0f * 0.02f);
-}
+using bench_quant::fill_bf16;
+using bench_quant::fill_bytes;
+using bench_quant::fill_f32;
 
 struct Matrix {
   const char* name;
@@ -112,26 +96,26 @@ int main(int argc, char** argv) {
       std::vector<QSmallArgs> args(copies);
       const int nmax = *std::max_element(tokens.begin(), tokens.end());
       auto* x = static_cast<__nv_bfloat16*>(dalloc(static_cast<std::size_t>(nmax) * m.cols * 2, keep));
-      fill_bf16<<<256, 256, 0, stream>>>(x, static_cast<std::size_t>(nmax) * m.cols, 7u);
+      fill_bf16<<<256, 256, 0, stream>>>(x, static_cast<std::size_t>(nmax) * m.cols, 7u, 2.0f, 0.0f);
       void* y = dalloc(static_cast<std::size_t>(nmax) * m.rows * 4, keep);
       CHECK(cudaMemsetAsync(y, 0, static_cast<std::size_t>(nmax) * m.rows * 4, stream));
       for (int c = 0; c < copies; ++c) {
         QSmallArgs& a = args[c];
         auto* qp = static_cast<std::uint8_t*>(dalloc(qbytes, keep));
-        fill<<<1024, 256, 0, stream>>>(qp, qbytes, 11u + c, f.kind == QuantKind::fp8_row ? 1 : 0);
+        fill_bytes<<<2048, 256, 0, stream>>>(qp, qbytes, 11u + c, f.kind == QuantKind::fp8_row);
         a.w.kind = f.kind;
         a.w.q = qp;
         if (i4) {
           auto* gs = static_cast<__nv_bfloat16*>(dalloc(m.rows * groups * 2, keep));
           auto* gm = static_cast<__nv_bfloat16*>(dalloc(m.rows * groups * 2, keep));
-          fill_bf16<<<256, 256, 0, stream>>>(gs, m.rows * groups, 3u + c);
-          fill_bf16<<<256, 256, 0, stream>>>(gm, m.rows * groups, 5u + c);
+          fill_bf16<<<1024, 256, 0, stream>>>(gs, m.rows * groups, 3u + c, 0.002f, 0.004f);
+          fill_bf16<<<1024, 256, 0, stream>>>(gm, m.rows * groups, 5u + c, 0.01f, -0.03f);
           a.w.group_scale = reinterpret_cast<const std::uint16_t*>(gs);
           a.w.group_min = reinterpret_cast<const std::uint16_t*>(gm);
         } else {
-          auto* rs = static_cast<__nv_bfloat16*>(dalloc(static_cast<std::size_t>(m.rows) * 4, keep));
-          fill_bf16<<<256, 256, 0, stream>>>(rs, static_cast<std::size_t>(m.rows) * 2, 9u + c);  // small positive fp32 bits
-          a.w.row_scale = reinterpret_cast<const float*>(rs);
+          auto* rs = static_cast<float*>(dalloc(static_cast<std::size_t>(m.rows) * 4, keep));
+          fill_f32<<<256, 256, 0, stream>>>(rs, m.rows, 9u + c, 0.0002f, f.kind == QuantKind::fp8_row ? 0.0002f : 0.0005f);
+          a.w.row_scale = rs;
         }
         a.x = x;
         a.y = y;
