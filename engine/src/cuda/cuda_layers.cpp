@@ -98,16 +98,18 @@ void CudaBackend::choose_qsmall() {
   a.x = layers_[0].qkv.qm.q;  // only its alignment is checked here
   a.n = 1;
   a.rows = c.q_dim() + 2 * c.kv_dim();
+  bool all = true;
   for (int cols : {c.hidden_size, c.q_dim(), c.intermediate_size}) {
     a.cols = cols;
     if (const char* why = kernels::gemm_q_small_unsupported(a)) {
+      all = false;
       spdlog::info("cuda backend: passes of up to {} tokens dequantize the {}-column matrices for a GEMM ({})",
                    kernels::kQSmallMaxTokens, cols, why);
     }
   }
-  spdlog::info("cuda backend: passes of up to {} tokens multiply the quantized weights on tensor cores, each matrix "
+  spdlog::info("cuda backend: passes of up to {} tokens multiply {} quantized weights on tensor cores, each matrix "
                "read once for all tokens (COSMOS_QSMALL=0: dequantize for a GEMM)",
-               kernels::kQSmallMaxTokens);
+               kernels::kQSmallMaxTokens, all ? "the" : "the other");
 }
 
 bool CudaBackend::lm_small_rows(int R) const {
@@ -437,7 +439,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       return st;
   } else {
     // Several rows: a GEMM (fp8 weights on fp8 tensor cores), or quantized weights times up to 64 rows
-    // at a time on tensor cores (int8 / int4 always, fp8 up to 64 rows); else one gemv per row.
+    // at a time on tensor cores (int8 / int4 always, fp8 up to kQSmallFp8MaxTokens rows when it has
+    // fp8 tensor cores); else one gemv per row.
     const bool lm_fp8 = lm_head_.quantized && fp8_gemm_ && lm_head_.qm.kind == kernels::QuantKind::fp8_row;
     const bool lm_small = lm_small_rows(R);
     const bool lm_gemm = R > 1 && !reference_math_ && (!lm_head_.quantized || lm_fp8) && !lm_small;
