@@ -17,6 +17,14 @@ namespace cosmos::kernels {
 inline constexpr int kQSmallTokens = 32;     // tokens per pass over the weights
 inline constexpr int kQSmallMaxTokens = 64;  // what launch_gemm_q_small takes (two passes above 32)
 
+// How a launch spreads the work (0 = chosen per shape by the launcher): m_tiles 16-row tiles per warp
+// (1, 2 or 4; each x fragment loaded serves all of them, so x's L2 traffic is n / (8 m_tiles) times
+// the int8 weight bytes) and split warps of a block sharing those rows' columns (1, 2, 4 or 8). For
+// tests and the benchmark; the engine leaves it automatic.
+struct QSmallPlan {
+  int m_tiles = 0, split = 0;
+};
+
 struct QSmallArgs {
   QuantMatrix w;            // [rows, cols] quantized (kernels/quant_format.cuh)
   const void* x = nullptr;  // [n, cols] bf16
@@ -24,6 +32,7 @@ struct QSmallArgs {
   int n = 0, rows = 0, cols = 0;
   bool y_bf16 = false;      // bf16 output (no accumulation)
   bool accumulate = false;  // y += W x (fp32 output only)
+  QSmallPlan plan;          // automatic unless set
 };
 
 // nullptr when the shape and pointers run on this kernel; otherwise why not (cols a multiple of 64
@@ -32,5 +41,8 @@ const char* gemm_q_small_unsupported(const QSmallArgs& a);
 
 // Enqueues the product; returns the bytes it moves (weights, scales, x once per pass, y).
 std::size_t launch_gemm_q_small(const QSmallArgs& a, cudaStream_t stream);
+
+// The plan a pass of n tokens gets (what launch_gemm_q_small runs for that shape, a.plan applied).
+QSmallPlan gemm_q_small_plan(const QSmallArgs& a);
 
 }  // namespace cosmos::kernels

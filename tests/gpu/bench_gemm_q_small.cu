@@ -4,7 +4,9 @@
 // launches in a CUDA graph with PDL on, as the engine runs them. Printed: us per launch, GB/s from
 // the bytes launch_gemm_q_small returns, % of the device copy bandwidth, and per token count the
 // step's products estimated as 28 x (q/k/v + o + gate/up + down) + lm_head, in ms and tokens/s.
-//   bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32]
+// --sweep also times every launch plan (16-row tiles per warp x warps per tile, kernels/gemm_q_small.cuh
+// QSmallPlan) per matrix and token count, and the step with the best plan of each.
+//   bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32] [--sweep]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -49,8 +51,11 @@ void* dalloc(std::size_t bytes, std::vector<void*>& keep) {
 int main(int argc, char** argv) {
   const char* only = nullptr;
   std::vector<int> tokens = {1, 2, 4, 8, 16, 32, 64};
+  bool sweep = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--fmt") == 0 && i + 1 < argc) {
+    if (std::strcmp(argv[i], "--sweep") == 0) {
+      sweep = true;
+    } else if (std::strcmp(argv[i], "--fmt") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) {
       tokens.clear();
@@ -60,7 +65,7 @@ int main(int argc, char** argv) {
         if (*s == ',') ++s;
       }
     } else {
-      std::printf("usage: bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32]\n");
+      std::printf("usage: bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32] [--sweep]\n");
       return 2;
     }
   }
@@ -86,7 +91,7 @@ int main(int argc, char** argv) {
   for (const Fmt f : {Fmt{"int8", QuantKind::int8_row}, Fmt{"fp8", QuantKind::fp8_row}, Fmt{"int4", QuantKind::int4_group}}) {
     if (only && std::strcmp(only, f.name) != 0) continue;
     std::printf("\n%-5s %-16s %6s | us per launch, GB/s, %% of copy\n", f.name, "matrix", "tokens");
-    std::vector<double> step_us(tokens.size(), 0.0);
+    std::vector<double> step_us(tokens.size(), 0.0), best_step_us(tokens.size(), 0.0);
     for (const Matrix& m : mats) {
       std::vector<void*> keep;
       const bool i4 = f.kind == QuantKind::int4_group;
@@ -125,9 +130,8 @@ int main(int argc, char** argv) {
         a.y_bf16 = m.bf16_out;
       }
       CHECK(cudaStreamSynchronize(stream));
-      for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
-        const int n = tokens[ti];
-        std::size_t bytes = 0;
+      // us per launch of the matrix's n-token product with plan `plan`; bytes from the launcher.
+      auto time_plan = [&](int n, cosmos::kernels::QSmallPlan plan, std::size_t& bytes) {
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         const int launches = std::max(copies, 8);
@@ -135,6 +139,7 @@ int main(int argc, char** argv) {
         for (int i = 0; i < launches; ++i) {
           QSmallArgs a = args[i % copies];
           a.n = n;
+          a.plan = plan;
           bytes = cosmos::kernels::launch_gemm_q_small(a, stream);
         }
         CHECK(cudaStreamEndCapture(stream, &graph));
@@ -142,10 +147,35 @@ int main(int argc, char** argv) {
         const float ms = median_event_ms(stream, 7, 2, [&] { CHECK(cudaGraphLaunch(exec, stream)); });
         CHECK(cudaGraphExecDestroy(exec));
         CHECK(cudaGraphDestroy(graph));
-        const double us = 1000.0 * ms / launches;
+        return 1000.0 * ms / launches;
+      };
+      for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
+        const int n = tokens[ti];
+        std::size_t bytes = 0;
+        QSmallArgs probe = args[0];
+        probe.n = n;
+        const cosmos::kernels::QSmallPlan chosen = cosmos::kernels::gemm_q_small_plan(probe);
+        const double us = time_plan(n, {}, bytes);
         const double gbs = static_cast<double>(bytes) / (us * 1e3);
         step_us[ti] += us * m.per_step;
-        std::printf("%-5s %-16s %6d | %8.1f us %6.0f GB/s %5.1f%%\n", f.name, m.name, n, us, gbs, 100.0 * gbs / copy);
+        std::printf("%-5s %-16s %6d | %8.1f us %6.0f GB/s %5.1f%% (m %d, split %d)\n", f.name, m.name, n, us, gbs,
+                    100.0 * gbs / copy, chosen.m_tiles, chosen.split);
+        double best = us;
+        if (sweep) {
+          std::printf("      plans (m x split: us):");
+          for (int km : {1, 2, 4}) {
+            for (int ks : {1, 2, 4, 8}) {
+              probe.plan = {km, ks};
+              if (cosmos::kernels::gemm_q_small_unsupported(probe)) continue;
+              std::size_t b = 0;
+              const double t = time_plan(n, probe.plan, b);
+              best = std::min(best, t);
+              std::printf(" %dx%d: %.1f", km, ks, t);
+            }
+          }
+          std::printf("\n");
+        }
+        best_step_us[ti] += best * m.per_step;
       }
       CHECK(cudaStreamSynchronize(stream));
       for (void* p : keep) CHECK(cudaFree(p));
@@ -154,6 +184,12 @@ int main(int argc, char** argv) {
     for (std::size_t ti = 0; ti < tokens.size(); ++ti)
       std::printf("  %d: %.2f ms = %.0f tok/s", tokens[ti], step_us[ti] / 1000.0, tokens[ti] * 1e6 / step_us[ti]);
     std::printf("\n");
+    if (sweep) {
+      std::printf("%-5s step's products, best plan of each:", f.name);
+      for (std::size_t ti = 0; ti < tokens.size(); ++ti)
+        std::printf("  %d: %.2f ms", tokens[ti], best_step_us[ti] / 1000.0);
+      std::printf("\n");
+    }
   }
   CHECK(cudaStreamDestroy(stream));
   return 0;

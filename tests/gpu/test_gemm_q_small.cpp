@@ -4,7 +4,8 @@
 // sum_c w_c x_c in double from cosmos::dequantize_row. Shapes: rows not a multiple of the 16-row tile,
 // the 7B decode matrices (q/k/v, down with 18,944 columns, gate/up), and token counts 1..64 (one n8
 // tile, several, a partial one, two passes of 32); fp32 output, accumulation into a filled y, and bf16
-// output; NaN-poisoned guards after y stay untouched.
+// output; NaN-poisoned guards after y stay untouched. Each case runs the automatic launch plan with
+// PDL off and on, then forced plans (1, 2 and 4 row tiles per warp, 1-8 warps per tile).
 //
 // Tolerance, per output, with A = sum_c |w_c x_c|: int8 / fp8 weights and bf16 x are exact in the
 // mma's inputs, so only the fp32 accumulation rounds: at most one rounding (of up to 2^-23, the
@@ -91,10 +92,51 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
   a.y_bf16 = c.out == Out::bf16;
   a.accumulate = c.out == Out::f32_accumulate;
   ASSERT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
-  for (const bool pdl : {false, true}) {
-    kernels::set_pdl_enabled(pdl);
+
+  // The float64 reference and its bound per output, once.
+  const double rel = c.fmt == QuantFormat::int4_group ? std::ldexp(1.0, -8) : (c.cols / 16.0 + 16) * std::ldexp(1.0, -23);
+  std::vector<double> ref(ny), bound(ny), mags(ny);
+  {
+    std::vector<float> w;
+    std::vector<double> mag, omag;
+    for (int r = 0; r < c.rows; ++r) {
+      hq.row(r, w, mag, omag);
+      for (int n = 0; n < c.n; ++n) {
+        const std::uint16_t* xr = xb.data() + static_cast<std::size_t>(n) * c.cols;
+        double sum = 0, A = 0;
+        for (int k = 0; k < c.cols; ++k) {
+          const double p = static_cast<double>(w[k]) * bf16_to_f(xr[k]);
+          sum += p;
+          A += std::fabs(p);
+        }
+        const std::size_t at = static_cast<std::size_t>(n) * c.rows + r;
+        if (c.out == Out::f32_accumulate) sum += y0[at];
+        double b = rel * A + 1e-30;
+        if (c.out == Out::f32_accumulate) b += std::ldexp(std::fabs(sum), -23);
+        if (c.out == Out::bf16) b += std::ldexp(std::fabs(sum), -8);  // the output's own rounding
+        ref[at] = sum;
+        bound[at] = b;
+        mags[at] = A;
+      }
+    }
+  }
+
+  // The automatic plan with PDL off and on, then forced plans (16-row tiles per warp x warps per
+  // tile) so every kernel variant's indexing is checked on this shape.
+  struct Run {
+    bool pdl;
+    kernels::QSmallPlan plan;
+  };
+  std::vector<Run> runs = {{false, {}}, {true, {}}, {true, {1, 1}}, {true, {2, 2}}, {true, {2, 8}}, {true, {4, 4}}};
+  for (const Run& run : runs) {
+    kernels::QSmallArgs ar = a;
+    ar.plan = run.plan;
+    if (kernels::gemm_q_small_unsupported(ar)) continue;  // m_tiles 4 above 16 tokens per pass
+    const std::string what = "pdl " + std::to_string(run.pdl) + ", plan m " + std::to_string(run.plan.m_tiles) +
+                             " split " + std::to_string(run.plan.split);
+    kernels::set_pdl_enabled(run.pdl);
     if (c.out == Out::f32_accumulate) yf.upload(y0);
-    EXPECT_GT(kernels::launch_gemm_q_small(a, nullptr), 0u);
+    EXPECT_GT(kernels::launch_gemm_q_small(ar, nullptr), 0u);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> got(ny + 64);
     if (c.out == Out::bf16) {
@@ -105,41 +147,22 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
       got = yf.download(ny + 64);
       for (std::size_t i = ny; i < ny + 64; ++i) EXPECT_TRUE(std::isnan(got[i])) << "guard " << i - ny << " written";
     }
-
-    const double rel = c.fmt == QuantFormat::int4_group ? std::ldexp(1.0, -8) : (c.cols / 16.0 + 16) * std::ldexp(1.0, -23);
     double err2 = 0, ref2 = 0, worst = 0;
     int bad = 0;
-    std::vector<float> w;
-    std::vector<double> mag, omag;
-    for (int r = 0; r < c.rows; ++r) {
-      hq.row(r, w, mag, omag);
-      for (int n = 0; n < c.n; ++n) {
-        const std::uint16_t* xr = xb.data() + static_cast<std::size_t>(n) * c.cols;
-        double ref = 0, A = 0;
-        for (int k = 0; k < c.cols; ++k) {
-          const double p = static_cast<double>(w[k]) * bf16_to_f(xr[k]);
-          ref += p;
-          A += std::fabs(p);
-        }
-        const std::size_t at = static_cast<std::size_t>(n) * c.rows + r;
-        if (c.out == Out::f32_accumulate) ref += y0[at];
-        double bound = rel * A + 1e-30;
-        if (c.out == Out::f32_accumulate) bound += std::ldexp(std::fabs(ref), -23);
-        if (c.out == Out::bf16) bound += std::ldexp(std::fabs(ref), -8);  // the output's own rounding
-        const double e = std::fabs(got[at] - ref);
-        err2 += e * e;
-        ref2 += ref * ref;
-        worst = std::max(worst, e / (A + 1e-30));
-        if (!(e <= bound) && bad++ < 5)
-          ADD_FAILURE() << "row " << r << " token " << n << ": got " << got[at] << ", want " << ref << " (bound " << bound
-                        << ", pdl " << pdl << ")";
-      }
+    for (std::size_t at = 0; at < ny; ++at) {
+      const double e = std::fabs(got[at] - ref[at]);
+      err2 += e * e;
+      ref2 += ref[at] * ref[at];
+      worst = std::max(worst, e / (mags[at] + 1e-30));
+      if (!(e <= bound[at]) && bad++ < 5)
+        ADD_FAILURE() << "row " << at % c.rows << " token " << at / c.rows << ": got " << got[at] << ", want " << ref[at]
+                      << " (bound " << bound[at] << ", " << what << ")";
     }
-    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(bad, 0) << what;
     const double rel_l2 = std::sqrt(err2 / std::max(ref2, 1e-300));
-    EXPECT_LT(rel_l2, c.out == Out::bf16 ? 4e-3 : c.fmt == QuantFormat::int4_group ? 2e-3 : 3e-5);
-    std::printf("[ measured ] %s: relative L2 error %.3g, worst error / sum|w x| %.3g\n",
-                case_name(::testing::TestParamInfo<Case>(c, 0)).c_str(), rel_l2, worst);
+    EXPECT_LT(rel_l2, c.out == Out::bf16 ? 4e-3 : c.fmt == QuantFormat::int4_group ? 2e-3 : 3e-5) << what;
+    std::printf("[ measured ] %s (%s): relative L2 error %.3g, worst error / sum|w x| %.3g\n",
+                case_name(::testing::TestParamInfo<Case>(c, 0)).c_str(), what.c_str(), rel_l2, worst);
   }
   kernels::set_pdl_enabled(false);
 }
@@ -191,6 +214,20 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   a.y_bf16 = true;
   a.accumulate = true;
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.y_bf16 = false;
+  a.accumulate = false;
+  a.plan = {3, 0};  // 16-row tiles per warp: 1, 2 or 4
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {0, 3};  // warps per tile: 1, 2, 4 or 8
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {4, 8};
+  a.n = 16;
+  EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.n = 17;  // 4 tiles per warp take at most 16 tokens per pass
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.n = 64;
+  a.plan = {2, 8};
+  EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
 }
 
 }  // namespace
