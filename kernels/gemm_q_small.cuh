@@ -14,15 +14,16 @@
 
 namespace cosmos::kernels {
 
-inline constexpr int kQSmallTokens = 32;     // tokens per pass over the weights
-inline constexpr int kQSmallMaxTokens = 64;  // what launch_gemm_q_small takes (two passes above 32)
+inline constexpr int kQSmallMaxTokens = 64;  // what launch_gemm_q_small takes
 
 // How a launch spreads the work (0 = chosen per shape by the launcher): m_tiles 16-row tiles per warp
 // (1, 2 or 4; each x fragment loaded serves all of them, so x's L2 traffic is n / (8 m_tiles) times
-// the int8 weight bytes) and split warps of a block sharing those rows' columns (1, 2, 4 or 8). For
-// tests and the benchmark; the engine leaves it automatic.
+// the int8 weight bytes), split warps of a block sharing those rows' columns (1, 2, 4 or 8), feed
+// how weights reach a warp (1: register batches of 4 KB per warp; 2: a shared-memory ring of 8 KB
+// per warp filled by cp.async, m_tiles 1 or 2), and pass the tokens per pass over the weights (32 or
+// 64). For tests and the benchmark; the engine leaves it automatic.
 struct QSmallPlan {
-  int m_tiles = 0, split = 0;
+  int m_tiles = 0, split = 0, feed = 0, pass = 0;
 };
 
 struct QSmallArgs {

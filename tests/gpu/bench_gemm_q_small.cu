@@ -4,9 +4,13 @@
 // launches in a CUDA graph with PDL on, as the engine runs them. Printed: us per launch, GB/s from
 // the bytes launch_gemm_q_small returns, % of the device copy bandwidth, and per token count the
 // step's products estimated as 28 x (q/k/v + o + gate/up + down) + lm_head, in ms and tokens/s.
-// --sweep also times every launch plan (16-row tiles per warp x warps per tile, kernels/gemm_q_small.cuh
-// QSmallPlan) per matrix and token count, and the step with the best plan of each.
-//   bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32] [--sweep]
+// --sweep also times every launch plan (16-row tiles per warp x warps per tile, weights in registers or
+// through the shared-memory ring, and above 32 tokens passes of 32 or 64; kernels/gemm_q_small.cuh
+// QSmallPlan) per matrix and token count, and the step with the best plan of each. --table sweeps the
+// one-pass plans and prints, per matrix and token count, the best with weights in registers and the
+// best with the ring (where >= 5% faster) as rows of kernels/gemm_q_small_plans.inc (run with
+// --tokens 8,16,24,32,48,64, one per token-tile count).
+//   bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32] [--sweep | --table]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -51,10 +55,12 @@ void* dalloc(std::size_t bytes, std::vector<void*>& keep) {
 int main(int argc, char** argv) {
   const char* only = nullptr;
   std::vector<int> tokens = {1, 2, 4, 8, 16, 32, 64};
-  bool sweep = false;
+  bool sweep = false, table = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sweep") == 0) {
       sweep = true;
+    } else if (std::strcmp(argv[i], "--table") == 0) {
+      sweep = table = true;
     } else if (std::strcmp(argv[i], "--fmt") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) {
@@ -65,7 +71,7 @@ int main(int argc, char** argv) {
         if (*s == ',') ++s;
       }
     } else {
-      std::printf("usage: bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32] [--sweep]\n");
+      std::printf("usage: bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32] [--sweep | --table]\n");
       return 2;
     }
   }
@@ -158,24 +164,46 @@ int main(int argc, char** argv) {
         const double us = time_plan(n, {}, bytes);
         const double gbs = static_cast<double>(bytes) / (us * 1e3);
         step_us[ti] += us * m.per_step;
-        std::printf("%-5s %-16s %6d | %8.1f us %6.0f GB/s %5.1f%% (m %d, split %d)\n", f.name, m.name, n, us, gbs,
-                    100.0 * gbs / copy, chosen.m_tiles, chosen.split);
+        std::printf("%-5s %-16s %6d | %8.1f us %6.0f GB/s %5.1f%% (m %d, split %d, %s, pass %d)\n", f.name, m.name, n,
+                    us, gbs, 100.0 * gbs / copy, chosen.m_tiles, chosen.split, chosen.feed == 2 ? "ring" : "registers",
+                    chosen.pass);
         double best = us;
+        // --table: the best plan of each feed (registers, ring), one pass.
+        double best_feed[3] = {0, 1e30, 1e30};
+        cosmos::kernels::QSmallPlan best_of[3];
         if (sweep) {
-          std::printf("      plans (m x split: us):");
-          for (int km : {1, 2, 4}) {
-            for (int ks : {1, 2, 4, 8}) {
-              probe.plan = {km, ks};
-              if (cosmos::kernels::gemm_q_small_unsupported(probe)) continue;
-              std::size_t b = 0;
-              const double t = time_plan(n, probe.plan, b);
-              best = std::min(best, t);
-              std::printf(" %dx%d: %.1f", km, ks, t);
+          for (int pass : {32, 64}) {
+            if (pass == 64 && n <= 32) continue;  // one pass either way
+            if (table && pass == 32 && n > 32) continue;  // the table holds plans of one pass
+            for (int feed : {1, 2}) {
+              std::printf("      %s, pass %d (m x split: us):", feed == 2 ? "ring" : "registers", pass);
+              for (int km : {1, 2, 4}) {
+                for (int ks : {1, 2, 4, 8}) {
+                  probe.plan = {km, ks, feed, pass};
+                  if (cosmos::kernels::gemm_q_small_unsupported(probe)) continue;
+                  std::size_t b = 0;
+                  const double t = time_plan(n, probe.plan, b);
+                  best = std::min(best, t);
+                  if (t < best_feed[feed]) best_feed[feed] = t, best_of[feed] = probe.plan;
+                  std::printf(" %dx%d: %.1f", km, ks, t);
+                }
+              }
+              std::printf("\n");
             }
           }
-          std::printf("\n");
         }
         best_step_us[ti] += best * m.per_step;
+        if (table) {  // a row of kernels/gemm_q_small_plans.inc; the ring only where >= 5% faster
+          const cosmos::kernels::QSmallPlan& r = best_of[1];
+          const bool ring = best_feed[2] < 0.95 * best_feed[1];
+          const int nt = (n + 7) / 8 <= 4 ? (n + 7) / 8 : (n + 7) / 8 <= 6 ? 6 : 8;
+          std::printf("TABLE   {%s, %d, %d, %d, %d, %d, %d, %d},  // %d tokens: registers %.1f us",
+                      f.kind == QuantKind::int8_row ? "kI8" : f.kind == QuantKind::fp8_row ? "kF8" : "kI4", m.rows,
+                      m.cols, nt, r.m_tiles, r.split, ring ? best_of[2].m_tiles : 0, ring ? best_of[2].split : 0, n,
+                      best_feed[1]);
+          if (ring) std::printf(", ring %.1f us", best_feed[2]);
+          std::printf("\n");
+        }
       }
       CHECK(cudaStreamSynchronize(stream));
       for (void* p : keep) CHECK(cudaFree(p));

@@ -5,7 +5,8 @@
 // the 7B decode matrices (q/k/v, down with 18,944 columns, gate/up), and token counts 1..64 (one n8
 // tile, several, a partial one, two passes of 32); fp32 output, accumulation into a filled y, and bf16
 // output; NaN-poisoned guards after y stay untouched. Each case runs the automatic launch plan with
-// PDL off and on, then forced plans (1, 2 and 4 row tiles per warp, 1-8 warps per tile).
+// PDL off and on, then forced plans (1, 2 and 4 row tiles per warp, 1-8 warps per tile, weights in
+// registers or through the shared-memory ring, passes of 32 or 64 tokens).
 //
 // Tolerance, per output, with A = sum_c |w_c x_c|: int8 / fp8 weights and bf16 x are exact in the
 // mma's inputs, so only the fp32 accumulation rounds: at most one rounding (of up to 2^-23, the
@@ -127,13 +128,17 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
     bool pdl;
     kernels::QSmallPlan plan;
   };
-  std::vector<Run> runs = {{false, {}}, {true, {}}, {true, {1, 1}}, {true, {2, 2}}, {true, {2, 8}}, {true, {4, 4}}};
+  // QSmallPlan {m_tiles, split, feed (1 registers, 2 ring), pass (tokens per pass)}.
+  std::vector<Run> runs = {{false, {}},          {true, {}},           {true, {1, 1, 1, 0}},  {true, {2, 2, 1, 0}},
+                           {true, {2, 8, 1, 0}}, {true, {4, 4, 1, 0}}, {true, {1, 1, 2, 0}},  {true, {2, 8, 2, 0}},
+                           {true, {1, 4, 2, 64}}, {true, {2, 2, 2, 64}}, {true, {1, 8, 1, 64}}, {true, {2, 1, 1, 64}}};
   for (const Run& run : runs) {
     kernels::QSmallArgs ar = a;
     ar.plan = run.plan;
     if (kernels::gemm_q_small_unsupported(ar)) continue;  // m_tiles 4 above 16 tokens per pass
     const std::string what = "pdl " + std::to_string(run.pdl) + ", plan m " + std::to_string(run.plan.m_tiles) +
-                             " split " + std::to_string(run.plan.split);
+                             " split " + std::to_string(run.plan.split) + " feed " + std::to_string(run.plan.feed) +
+                             " pass " + std::to_string(run.plan.pass);
     kernels::set_pdl_enabled(run.pdl);
     if (c.out == Out::f32_accumulate) yf.upload(y0);
     EXPECT_GT(kernels::launch_gemm_q_small(ar, nullptr), 0u);
@@ -170,7 +175,8 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
 std::vector<Case> cases() {
   std::vector<Case> v;
   for (QuantFormat f : {QuantFormat::int8_row, QuantFormat::fp8_row, QuantFormat::int4_group}) {
-    for (int n : {1, 7, 8, 13, 33, 64}) v.push_back({f, 40, 256, n, Out::f32});
+    for (int n : {1, 7, 8, 13, 33, 45, 57, 64}) v.push_back({f, 40, 256, n, Out::f32});
+    v.push_back({f, 1040, 4096, 48, Out::f32_accumulate});  // many chunks per warp, units spanning the ring
     v.push_back({f, 40, 384, 9, Out::f32_accumulate});
     v.push_back({f, 24, 512, 20, Out::bf16});
     v.push_back({f, 4608, 3584, 32, Out::f32});          // q/k/v
@@ -227,6 +233,26 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
   a.n = 64;
   a.plan = {2, 8};
+  EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {2, 8, 3, 0};  // feed: 1 registers or 2 ring
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {2, 8, 2, 48};  // pass: 32 or 64 tokens
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {2, 8, 2, 64};
+  EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.n = 16;
+  a.plan = {4, 8, 2, 0};  // 4 row tiles per warp have no ring
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {4, 8, 1, 64};
+  EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  // int4 scales the ring copies as 4-byte words must be 4-byte aligned.
+  alignas(16) static std::uint16_t gs[64 * 4], gm[64 * 4];
+  a.w.kind = kernels::QuantKind::int4_group;
+  a.w.group_scale = gs;
+  a.w.group_min = gm + 1;
+  a.plan = {1, 1, 2, 0};
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {1, 1, 1, 0};
   EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
 }
 

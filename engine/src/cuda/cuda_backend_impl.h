@@ -131,7 +131,10 @@ class CudaBackend final : public Backend {
   // Whether lm_head's R rows (R > 1) take small_quant_product (64 rows a launch): quantized int8 /
   // int4 at any R, fp8 up to kQSmallFp8MaxTokens rows when fp8_gemm_ (more on fp8 tensor cores).
   bool lm_small_rows(int R) const;
-  static constexpr int kQSmallFp8MaxTokens = 16;  // fp8 with fp8_gemm_: above, the W8A8 GEMM
+  static constexpr int kQSmallFp8MaxTokens = 24;  // fp8 with fp8_gemm_: above, the W8A8 GEMM
+  int qsmall_fp8_max_ = kQSmallFp8MaxTokens;       // COSMOS_QSMALL_FP8_MAX (1-64) overrides, for measuring
+  static constexpr int kQSmallRingFrom = 33;      // passes of this many tokens on may take the ring
+  int qsmall_ring_from_ = kQSmallRingFrom;        // COSMOS_QSMALL_RING_FROM (1-65) overrides, for measuring
   void choose_qsmall();  // sets qsmall_ at load (COSMOS_QSMALL=0 turns it off; the log says which)
   // Whether fp8 weights use fp8 tensor cores for passes of several tokens (set at load; the reason
   // when not is logged).

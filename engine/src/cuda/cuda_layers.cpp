@@ -67,9 +67,9 @@ bool CudaBackend::small_quant_product(const void* x, const DevMatrix& w, ElemTyp
   if (!qsmall_ || !w.quantized || w.transposed || wtype != ElemType::bf16 || n > kernels::kQSmallMaxTokens ||
       (out_type != ElemType::f32 && out_type != ElemType::bf16))
     return false;
-  // fp8 on fp8 tensor cores (W8A8) is faster from kQSmallFp8MaxTokens + 1 tokens on (H200, bench
-  // --batch, decode tok/s here / there: 8 sequences 2,511 / 1,716, 16 4,076 / 3,353, 32 6,202 / 6,505).
-  if (w.qm.kind == kernels::QuantKind::fp8_row && fp8_gemm_ && n > kQSmallFp8MaxTokens) return false;
+  // fp8 on fp8 tensor cores (W8A8) from qsmall_fp8_max_ + 1 tokens on (H200, bench --batch, decode tok/s
+  // here / there, session 25: 24 sequences 5,528 / 4,848, 32 6,483 / 6,479, level).
+  if (w.qm.kind == kernels::QuantKind::fp8_row && fp8_gemm_ && n > qsmall_fp8_max_) return false;
   kernels::QSmallArgs a;
   a.w = w.qm;
   a.x = x;
@@ -79,6 +79,10 @@ bool CudaBackend::small_quant_product(const void* x, const DevMatrix& w, ElemTyp
   a.cols = cols;
   a.y_bf16 = out_type == ElemType::bf16;
   a.accumulate = accumulate;
+  // Weights through the shared-memory ring (where the tuned plans have one) only from
+  // qsmall_ring_from_ tokens: its 64+ KB of shared memory per block changes the SMs' carveout
+  // between it and its neighbours, which cost more than the ring gained below that (session 25).
+  a.plan.feed = n >= qsmall_ring_from_ ? 0 : 1;
   if (kernels::gemm_q_small_unsupported(a)) return false;  // this matrix takes the GEMM path (load logged why)
   kernels::launch_gemm_q_small(a, stream_);
   return true;
@@ -92,6 +96,28 @@ void CudaBackend::choose_qsmall() {
     return;
   }
   qsmall_ = true;
+  qsmall_fp8_max_ = kQSmallFp8MaxTokens;
+  if (const char* env = std::getenv("COSMOS_QSMALL_FP8_MAX")) {
+    const int v = std::atoi(env);
+    if (v >= 1 && v <= kernels::kQSmallMaxTokens) {
+      qsmall_fp8_max_ = v;
+      spdlog::info("cuda backend: fp8 passes of up to {} tokens on the small-batch kernel (COSMOS_QSMALL_FP8_MAX)", v);
+    } else {
+      spdlog::warn("cuda backend: COSMOS_QSMALL_FP8_MAX={} is not 1..{}; keeping {}", env, kernels::kQSmallMaxTokens,
+                   qsmall_fp8_max_);
+    }
+  }
+  qsmall_ring_from_ = kQSmallRingFrom;
+  if (const char* env = std::getenv("COSMOS_QSMALL_RING_FROM")) {
+    const int v = std::atoi(env);
+    if (v >= 1 && v <= kernels::kQSmallMaxTokens + 1) {
+      qsmall_ring_from_ = v;
+      spdlog::info("cuda backend: the small-batch kernel's shared-memory ring from {} tokens (COSMOS_QSMALL_RING_FROM)", v);
+    } else {
+      spdlog::warn("cuda backend: COSMOS_QSMALL_RING_FROM={} is not 1..{}; keeping {}", env,
+                   kernels::kQSmallMaxTokens + 1, qsmall_ring_from_);
+    }
+  }
   const ModelConfig& c = config_;
   kernels::QSmallArgs a;
   a.w = layers_[0].qkv.qm;
@@ -114,7 +140,7 @@ void CudaBackend::choose_qsmall() {
 
 bool CudaBackend::lm_small_rows(int R) const {
   if (R <= 1 || !qsmall_ || !lm_head_.quantized || lm_type_ != ElemType::bf16) return false;
-  if (lm_head_.qm.kind == kernels::QuantKind::fp8_row && fp8_gemm_ && R > kQSmallFp8MaxTokens) return false;
+  if (lm_head_.qm.kind == kernels::QuantKind::fp8_row && fp8_gemm_ && R > qsmall_fp8_max_) return false;
   kernels::QSmallArgs a;
   a.w = lm_head_.qm;
   a.x = h_;

@@ -1,0 +1,12 @@
+// The small-batch kernel's int4 instantiations (kernels/gemm_q_small_kernel.cuh), one translation
+// unit per format so they compile in parallel.
+#include "kernels/gemm_q_small_kernel.cuh"
+
+namespace cosmos::kernels::qsmall {
+
+template <>
+Kernel pick<kI4>(int nt, int ks, int km, bool ring) {
+  return pick_format<kI4>(nt, ks, km, ring);
+}
+
+}  // namespace cosmos::kernels::qsmall

@@ -1,0 +1,12 @@
+// The small-batch kernel's int8 instantiations (kernels/gemm_q_small_kernel.cuh), one translation
+// unit per format so they compile in parallel.
+#include "kernels/gemm_q_small_kernel.cuh"
+
+namespace cosmos::kernels::qsmall {
+
+template <>
+Kernel pick<kI8>(int nt, int ks, int km, bool ring) {
+  return pick_format<kI8>(nt, ks, km, ring);
+}
+
+}  // namespace cosmos::kernels::qsmall
