@@ -99,7 +99,12 @@ Shape shape_of(const QSmallArgs& a, int n) {
   return s;
 }
 
-Kernel pick(int f, int nt, int ks, int km, bool ring) {
+Kernel pick(int f, int nt, int ks, int km, int feed) {
+  if (feed == 3) {
+    if (ks != 1) return nullptr;
+    return f == kI8 ? qsmall::pick_xs<kI8>(nt, km) : f == kF8 ? qsmall::pick_xs<kF8>(nt, km) : qsmall::pick_xs<kI4>(nt, km);
+  }
+  const bool ring = feed == 2;
   return f == kI8 ? qsmall::pick<kI8>(nt, ks, km, ring)
          : f == kF8 ? qsmall::pick<kF8>(nt, ks, km, ring)
                     : qsmall::pick<kI4>(nt, ks, km, ring);
@@ -108,21 +113,21 @@ Kernel pick(int f, int nt, int ks, int km, bool ring) {
 struct Launch {
   Kernel kernel = nullptr;
   int km = 1, ks = 1, units = 0, groups = 0, blocks = 0;
-  bool ring = false;
+  int feed = 1;
   std::size_t smem = 0;
 };
 
-Launch launch_for(const Shape& s, int km, int ks, bool ring) {
+Launch launch_for(const Shape& s, int km, int ks, int feed) {
   Launch l;
-  if (ring && !s.scales4) return l;
-  const std::size_t smem = qsmall::smem_bytes(s.f, s.nt, ks, km, ring);
+  if (feed >= 2 && !s.scales4) return l;
+  const std::size_t smem = feed == 3 ? qsmall::smem_bytes_xs(s.f, s.nt, km) : qsmall::smem_bytes(s.f, s.nt, ks, km, feed == 2);
   if (smem > static_cast<std::size_t>(gemv_common::device_shape().smem_optin)) return l;
-  l.kernel = pick(s.f, s.nt, ks, km, ring);
+  l.kernel = pick(s.f, s.nt, ks, km, feed);
   if (!l.kernel) return l;
   const Built b = built(l.kernel, smem);
   l.km = km;
   l.ks = ks;
-  l.ring = ring;
+  l.feed = feed;
   l.smem = b.smem;
   l.units = (s.tiles16 + km - 1) / km;
   l.groups = (l.units + kWarps / ks - 1) / (kWarps / ks);
@@ -167,23 +172,23 @@ Launch choose(const Shape& s, int n, const QSmallPlan& want) {
   if (want.m_tiles == 0 && want.split == 0 && gemv_common::device_shape().sms == kTunedSms) {
     if (const TunedPlan* t = tuned_for(s)) {
       if (want.feed != 1 && t->rkm) {
-        const Launch l = launch_for(s, t->rkm, t->rks, true);
+        const Launch l = launch_for(s, t->rkm, t->rks, 2);
         if (l.kernel) return l;
       }
       if (want.feed != 2) {
-        const Launch l = launch_for(s, t->km, t->ks, false);
+        const Launch l = launch_for(s, t->km, t->ks, 1);
         if (l.kernel) return l;
       }
     }
   }
   Launch best;
   double best_cost = -1;
-  const bool ring = want.feed == 2;
+  const int feed = want.feed ? want.feed : 1;
   for (int km : {1, 2, 4}) {
     if (want.m_tiles && km != want.m_tiles) continue;
     for (int ks : {1, 2, 4, 8}) {
       if (want.split && ks != want.split) continue;
-      const Launch l = launch_for(s, km, ks, ring);
+      const Launch l = launch_for(s, km, ks, feed);
       if (!l.kernel) continue;
       const double c = cost(s, l, n);
       if (best_cost < 0 || c < best_cost) {
@@ -243,12 +248,14 @@ const char* gemm_q_small_unsupported(const QSmallArgs& a) {
   if (pl.m_tiles != 0 && pl.m_tiles != 1 && pl.m_tiles != 2 && pl.m_tiles != 4) return "plan.m_tiles must be 0 (automatic), 1, 2 or 4";
   if (pl.split != 0 && pl.split != 1 && pl.split != 2 && pl.split != 4 && pl.split != 8)
     return "plan.split must be 0 (automatic), 1, 2, 4 or 8";
-  if (pl.feed < 0 || pl.feed > 2) return "plan.feed must be 0 (automatic), 1 (registers) or 2 (shared-memory ring)";
+  if (pl.feed < 0 || pl.feed > 3)
+    return "plan.feed must be 0 (automatic), 1 (registers), 2 (shared-memory ring) or 3 (ring, x shared by the block)";
+  if (pl.feed == 3 && pl.split > 1) return "plan.feed 3 (x shared by the block) takes split 1";
   if (pl.pass != 0 && pl.pass != 32 && pl.pass != 64) return "plan.pass must be 0 (automatic), 32 or 64";
   const int per_pass = std::min(a.n, pass_tokens(a));
   if (pl.m_tiles == 4 && per_pass > 16) return "plan.m_tiles 4 takes at most 16 tokens per pass";
-  if (pl.m_tiles == 4 && pl.feed == 2) return "plan.m_tiles 4 has no shared-memory ring";
-  if (pl.feed == 2 && i4 && !(aligned(a.w.group_scale, 4) && aligned(a.w.group_min, 4)))
+  if (pl.m_tiles == 4 && pl.feed >= 2) return "plan.m_tiles 4 has no shared-memory ring";
+  if (pl.feed >= 2 && i4 && !(aligned(a.w.group_scale, 4) && aligned(a.w.group_min, 4)))
     return "the shared-memory ring needs 4-byte aligned int4 scales";
   return nullptr;
 }
@@ -274,7 +281,7 @@ QSmallPlan gemm_q_small_plan(const QSmallArgs& a) {
   const Launch l = choose(shape_of(a, n), n, a.plan);
   p.m_tiles = l.km;
   p.split = l.ks;
-  p.feed = l.ring ? 2 : 1;
+  p.feed = l.feed;
   p.pass = pass_tokens(a);
   return p;
 }

@@ -9,4 +9,9 @@ Kernel pick<kF8>(int nt, int ks, int km, bool ring) {
   return pick_format<kF8>(nt, ks, km, ring);
 }
 
+template <>
+Kernel pick_xs<kF8>(int nt, int km) {
+  return pick_xs_format<kF8>(nt, km);
+}
+
 }  // namespace cosmos::kernels::qsmall

@@ -9,4 +9,9 @@ Kernel pick<kI4>(int nt, int ks, int km, bool ring) {
   return pick_format<kI4>(nt, ks, km, ring);
 }
 
+template <>
+Kernel pick_xs<kI4>(int nt, int km) {
+  return pick_xs_format<kI4>(nt, km);
+}
+
 }  // namespace cosmos::kernels::qsmall

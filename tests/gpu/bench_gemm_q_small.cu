@@ -169,14 +169,14 @@ int main(int argc, char** argv) {
                     chosen.pass);
         double best = us;
         // --table: the best plan of each feed (registers, ring), one pass.
-        double best_feed[3] = {0, 1e30, 1e30};
-        cosmos::kernels::QSmallPlan best_of[3];
+        double best_feed[4] = {0, 1e30, 1e30, 1e30};
+        cosmos::kernels::QSmallPlan best_of[4];
         if (sweep) {
           for (int pass : {32, 64}) {
             if (pass == 64 && n <= 32) continue;  // one pass either way
             if (table && pass == 32 && n > 32) continue;  // the table holds plans of one pass
-            for (int feed : {1, 2}) {
-              std::printf("      %s, pass %d (m x split: us):", feed == 2 ? "ring" : "registers", pass);
+            for (int feed : {1, 2, 3}) {
+              std::printf("      %s, pass %d (m x split: us):", feed == 3 ? "x shared" : feed == 2 ? "ring" : "registers", pass);
               for (int km : {1, 2, 4}) {
                 for (int ks : {1, 2, 4, 8}) {
                   probe.plan = {km, ks, feed, pass};

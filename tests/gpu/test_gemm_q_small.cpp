@@ -131,7 +131,8 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
   // QSmallPlan {m_tiles, split, feed (1 registers, 2 ring), pass (tokens per pass)}.
   std::vector<Run> runs = {{false, {}},          {true, {}},           {true, {1, 1, 1, 0}},  {true, {2, 2, 1, 0}},
                            {true, {2, 8, 1, 0}}, {true, {4, 4, 1, 0}}, {true, {1, 1, 2, 0}},  {true, {2, 8, 2, 0}},
-                           {true, {1, 4, 2, 64}}, {true, {2, 2, 2, 64}}, {true, {1, 8, 1, 64}}, {true, {2, 1, 1, 64}}};
+                           {true, {1, 4, 2, 64}}, {true, {2, 2, 2, 64}}, {true, {1, 8, 1, 64}}, {true, {2, 1, 1, 64}},
+                           {true, {1, 1, 3, 0}},  {true, {2, 1, 3, 64}}, {false, {1, 1, 3, 64}}};
   for (const Run& run : runs) {
     kernels::QSmallArgs ar = a;
     ar.plan = run.plan;
