@@ -149,15 +149,16 @@ double cost(const Shape& s, const Launch& l, int n) {
 
 // Plans measured best on an H200 for the Cosmos-Reason1-7B matrices (kernels/gemm_q_small_plans.inc,
 // made by bench_gemm_q_small --table): format, rows, cols and token tiles of a pass -> the best plan
-// with weights in registers, and the best with the ring where that was >= 5% faster (rkm 0: none).
-// Other shapes and GPUs (by SM count) take the cost model.
+// with weights in registers, and the best through shared memory (feed 2: the ring, 3: the ring with x
+// shared by the block) where that was >= 5% faster (sfeed 0: none). Other shapes and GPUs (by SM
+// count) take the cost model.
 constexpr int kTunedSms = 132;
 struct TunedPlan {
-  int f, rows, cols, nt, km, ks, rkm, rks;
+  int f, rows, cols, nt, km, ks, sfeed, skm, sks;
 };
 constexpr TunedPlan kTuned[] = {
 #include "kernels/gemm_q_small_plans.inc"
-    {-1, 0, 0, 0, 0, 0, 0, 0}};
+    {-1, 0, 0, 0, 0, 0, 0, 0, 0}};
 
 const TunedPlan* tuned_for(const Shape& s) {
   for (const TunedPlan& t : kTuned)
@@ -165,20 +166,18 @@ const TunedPlan* tuned_for(const Shape& s) {
   return nullptr;
 }
 
-// The plan of a pass of n tokens. With m_tiles and split automatic: the tuned plan of the shape (on
-// the kind of GPU it was measured on), the ring one unless feed is 1; else the least cost, ties to
-// the smaller kM, then kS (registers unless feed is 2).
+// The plan of a pass of n tokens. With m_tiles, split and feed automatic: the tuned plan of the shape
+// (on the kind of GPU it was measured on), the shared-memory one where there is one; with feed 1 the
+// tuned registers plan; else the least cost, ties to the smaller kM, then kS.
 Launch choose(const Shape& s, int n, const QSmallPlan& want) {
-  if (want.m_tiles == 0 && want.split == 0 && gemv_common::device_shape().sms == kTunedSms) {
+  if (want.m_tiles == 0 && want.split == 0 && want.feed <= 1 && gemv_common::device_shape().sms == kTunedSms) {
     if (const TunedPlan* t = tuned_for(s)) {
-      if (want.feed != 1 && t->rkm) {
-        const Launch l = launch_for(s, t->rkm, t->rks, 2);
+      if (want.feed == 0 && t->sfeed) {
+        const Launch l = launch_for(s, t->skm, t->sks, t->sfeed);
         if (l.kernel) return l;
       }
-      if (want.feed != 2) {
-        const Launch l = launch_for(s, t->km, t->ks, 1);
-        if (l.kernel) return l;
-      }
+      const Launch l = launch_for(s, t->km, t->ks, 1);
+      if (l.kernel) return l;
     }
   }
   Launch best;

@@ -20,8 +20,10 @@ inline constexpr int kQSmallMaxTokens = 64;  // what launch_gemm_q_small takes
 // (1, 2 or 4; each x fragment loaded serves all of them, so x's L2 traffic is n / (8 m_tiles) times
 // the int8 weight bytes), split warps of a block sharing those rows' columns (1, 2, 4 or 8), feed
 // how weights reach a warp (1: register batches of 4 KB per warp; 2: a shared-memory ring of 8 KB
-// per warp filled by cp.async, m_tiles 1 or 2), and pass the tokens per pass over the weights (32 or
-// 64). For tests and the benchmark; the engine leaves it automatic.
+// per warp filled by cp.async, m_tiles 1 or 2; 3: the ring, with each chunk of x copied once per
+// block into shared memory, split 1), and pass the tokens per pass over the weights (32 or 64). For
+// tests and the benchmark; the engine sets feed 1 (registers) below its ring threshold and leaves the
+// rest automatic.
 struct QSmallPlan {
   int m_tiles = 0, split = 0, feed = 0, pass = 0;
 };

@@ -2,7 +2,8 @@
 // the launch plans; this header is included once per weight format by gemm_q_small_{i8,f8,i4}.cu so
 // the formats' ~100 instantiations each compile in parallel).
 //
-// Two ways to feed a warp its weights (QSmallPlan::ring):
+// Three ways to feed a warp its weights and x (QSmallPlan::feed; the third, x shared by the block,
+// is gemm_q_small_xs_kernel below):
 //   registers  batches of 4 / kM chunks (2 x 16 bytes per lane and 16-row tile each) loaded into
 //              registers, the next batch only after the last is used (4 KB per warp in flight);
 //   ring       a per-warp ring of kR = 8 / kM slots in shared memory filled by cp.async, each slot

@@ -8,7 +8,8 @@
 // through the shared-memory ring, and above 32 tokens passes of 32 or 64; kernels/gemm_q_small.cuh
 // QSmallPlan) per matrix and token count, and the step with the best plan of each. --table sweeps the
 // one-pass plans and prints, per matrix and token count, the best with weights in registers and the
-// best with the ring (where >= 5% faster) as rows of kernels/gemm_q_small_plans.inc (run with
+// best through shared memory (the ring, or the ring with x shared by the block; where >= 5% faster) as
+// rows of kernels/gemm_q_small_plans.inc (run with
 // --tokens 8,16,24,32,48,64, one per token-tile count).
 //   bench_gemm_q_small [--fmt int8|fp8|int4] [--tokens 1,8,32] [--sweep | --table]
 #include <algorithm>
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
         const double gbs = static_cast<double>(bytes) / (us * 1e3);
         step_us[ti] += us * m.per_step;
         std::printf("%-5s %-16s %6d | %8.1f us %6.0f GB/s %5.1f%% (m %d, split %d, %s, pass %d)\n", f.name, m.name, n,
-                    us, gbs, 100.0 * gbs / copy, chosen.m_tiles, chosen.split, chosen.feed == 2 ? "ring" : "registers",
+                    us, gbs, 100.0 * gbs / copy, chosen.m_tiles, chosen.split, chosen.feed == 3 ? "x shared" : chosen.feed == 2 ? "ring" : "registers",
                     chosen.pass);
         double best = us;
         // --table: the best plan of each feed (registers, ring), one pass.
@@ -193,15 +194,16 @@ int main(int argc, char** argv) {
           }
         }
         best_step_us[ti] += best * m.per_step;
-        if (table) {  // a row of kernels/gemm_q_small_plans.inc; the ring only where >= 5% faster
+        if (table) {  // a row of kernels/gemm_q_small_plans.inc; a shared-memory feed only where >= 5% faster
           const cosmos::kernels::QSmallPlan& r = best_of[1];
-          const bool ring = best_feed[2] < 0.95 * best_feed[1];
+          const int sf = best_feed[3] < best_feed[2] ? 3 : 2;
+          const bool shared = best_feed[sf] < 0.95 * best_feed[1];
           const int nt = (n + 7) / 8 <= 4 ? (n + 7) / 8 : (n + 7) / 8 <= 6 ? 6 : 8;
-          std::printf("TABLE   {%s, %d, %d, %d, %d, %d, %d, %d},  // %d tokens: registers %.1f us",
+          std::printf("TABLE   {%s, %d, %d, %d, %d, %d, %d, %d, %d},  // %d tokens: registers %.1f us",
                       f.kind == QuantKind::int8_row ? "kI8" : f.kind == QuantKind::fp8_row ? "kF8" : "kI4", m.rows,
-                      m.cols, nt, r.m_tiles, r.split, ring ? best_of[2].m_tiles : 0, ring ? best_of[2].split : 0, n,
-                      best_feed[1]);
-          if (ring) std::printf(", ring %.1f us", best_feed[2]);
+                      m.cols, nt, r.m_tiles, r.split, shared ? sf : 0, shared ? best_of[sf].m_tiles : 0,
+                      shared ? best_of[sf].split : 0, n, best_feed[1]);
+          if (shared) std::printf(", %s %.1f us", sf == 3 ? "x shared" : "ring", best_feed[sf]);
           std::printf("\n");
         }
       }
