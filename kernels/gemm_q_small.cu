@@ -33,7 +33,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <utility>
 
 #include "kernels/gemm_q_small.cuh"
 #include "kernels/gemm_q_small_kernel.cuh"
