@@ -33,7 +33,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <utility>
 
 #include "kernels/gemm_q_small.cuh"
 #include "kernels/gemm_q_small_kernel.cuh"
@@ -82,9 +81,16 @@ Built built(Kernel k, std::size_t smem) {
   return b;
 }
 
+// The ring copies int4's 2-byte scales as the 4-byte words that hold them: the arrays must be
+// 4-byte aligned, and hold an even number of scales so the last word stays inside them.
+bool ring_scales_ok(const QSmallArgs& a) {
+  const std::size_t count = static_cast<std::size_t>(a.rows) * quant_groups(a.cols);
+  return aligned(a.w.group_scale, 4) && aligned(a.w.group_min, 4) && count % 2 == 0;
+}
+
 struct Shape {
   int f, nt, rows, cols, chunks, tiles16;
-  bool scales4;  // int4 scales 4-byte aligned (the ring copies them as words)
+  bool scales4;  // int4 scales copyable as 4-byte words (the ring's): aligned, and an even count of them
 };
 
 Shape shape_of(const QSmallArgs& a, int n) {
@@ -95,7 +101,7 @@ Shape shape_of(const QSmallArgs& a, int n) {
   s.cols = a.cols;
   s.chunks = a.cols / (s.f == kI4 ? qsmall::kChunkCols<kI4> : qsmall::kChunkCols<kI8>);
   s.tiles16 = (a.rows + 15) / 16;
-  s.scales4 = s.f != kI4 || (aligned(a.w.group_scale, 4) && aligned(a.w.group_min, 4));
+  s.scales4 = s.f != kI4 || ring_scales_ok(a);
   return s;
 }
 
@@ -254,8 +260,8 @@ const char* gemm_q_small_unsupported(const QSmallArgs& a) {
   const int per_pass = std::min(a.n, pass_tokens(a));
   if (pl.m_tiles == 4 && per_pass > 16) return "plan.m_tiles 4 takes at most 16 tokens per pass";
   if (pl.m_tiles == 4 && pl.feed >= 2) return "plan.m_tiles 4 has no shared-memory ring";
-  if (pl.feed >= 2 && i4 && !(aligned(a.w.group_scale, 4) && aligned(a.w.group_min, 4)))
-    return "the shared-memory ring needs 4-byte aligned int4 scales";
+  if (pl.feed >= 2 && i4 && !ring_scales_ok(a))
+    return "the shared-memory ring needs 4-byte aligned int4 scales, an even number of them";
   return nullptr;
 }
 

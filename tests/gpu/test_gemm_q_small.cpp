@@ -255,6 +255,14 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
   a.plan = {1, 1, 1, 0};
   EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  // ... and an even number of them, so the last word stays inside the arrays (3 rows x 3 groups: 9).
+  a.w.group_min = gm;
+  a.rows = 3;
+  a.cols = 384;
+  a.plan = {1, 1, 2, 0};
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.rows = 4;
+  EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
 }
 
 }  // namespace

@@ -96,28 +96,22 @@ void CudaBackend::choose_qsmall() {
     return;
   }
   qsmall_ = true;
-  qsmall_fp8_max_ = kQSmallFp8MaxTokens;
-  if (const char* env = std::getenv("COSMOS_QSMALL_FP8_MAX")) {
+  // Measuring knobs: a token count from the environment within lo..hi, else the default (logged).
+  const auto tokens_knob = [](const char* name, int lo, int hi, int fallback, const char* what) {
+    const char* env = std::getenv(name);
+    if (!env) return fallback;
     const int v = std::atoi(env);
-    if (v >= 1 && v <= kernels::kQSmallMaxTokens) {
-      qsmall_fp8_max_ = v;
-      spdlog::info("cuda backend: fp8 passes of up to {} tokens on the small-batch kernel (COSMOS_QSMALL_FP8_MAX)", v);
-    } else {
-      spdlog::warn("cuda backend: COSMOS_QSMALL_FP8_MAX={} is not 1..{}; keeping {}", env, kernels::kQSmallMaxTokens,
-                   qsmall_fp8_max_);
+    if (v < lo || v > hi) {
+      spdlog::warn("cuda backend: {}={} is not {}..{}; keeping {}", name, env, lo, hi, fallback);
+      return fallback;
     }
-  }
-  qsmall_ring_from_ = kQSmallRingFrom;
-  if (const char* env = std::getenv("COSMOS_QSMALL_RING_FROM")) {
-    const int v = std::atoi(env);
-    if (v >= 1 && v <= kernels::kQSmallMaxTokens + 1) {
-      qsmall_ring_from_ = v;
-      spdlog::info("cuda backend: the small-batch kernel's shared-memory ring from {} tokens (COSMOS_QSMALL_RING_FROM)", v);
-    } else {
-      spdlog::warn("cuda backend: COSMOS_QSMALL_RING_FROM={} is not 1..{}; keeping {}", env,
-                   kernels::kQSmallMaxTokens + 1, qsmall_ring_from_);
-    }
-  }
+    spdlog::info("cuda backend: {}: {} tokens ({})", what, v, name);
+    return v;
+  };
+  qsmall_fp8_max_ = tokens_knob("COSMOS_QSMALL_FP8_MAX", 1, kernels::kQSmallMaxTokens, kQSmallFp8MaxTokens,
+                                "the largest fp8 pass on the small-batch kernel");
+  qsmall_ring_from_ = tokens_knob("COSMOS_QSMALL_RING_FROM", 1, kernels::kQSmallMaxTokens + 1, kQSmallRingFrom,
+                                  "the smallest pass that may take the shared-memory ring");
   const ModelConfig& c = config_;
   kernels::QSmallArgs a;
   a.w = layers_[0].qkv.qm;
