@@ -106,8 +106,7 @@ Shape shape_of(const QSmallArgs& a, int n) {
 }
 
 Kernel pick(int f, int nt, int ks, int km, int feed) {
-  if (feed == 3) {
-    if (ks != 1) return nullptr;
+  if (feed == 3) {  // one warp per unit (kS = 1); the plan's split is a count of blocks there
     return f == kI8 ? qsmall::pick_xs<kI8>(nt, km) : f == kF8 ? qsmall::pick_xs<kF8>(nt, km) : qsmall::pick_xs<kI4>(nt, km);
   }
   const bool ring = feed == 2;
@@ -120,6 +119,7 @@ struct Launch {
   Kernel kernel = nullptr;
   int km = 1, ks = 1, units = 0, groups = 0, blocks = 0;
   int feed = 1;
+  int csplit = 1;  // feed 3: blocks sharing a unit group's columns (the plan's split, at most the chunks)
   std::size_t smem = 0;
 };
 
@@ -136,10 +136,21 @@ Launch launch_for(const Shape& s, int km, int ks, int feed) {
   l.feed = feed;
   l.smem = b.smem;
   l.units = (s.tiles16 + km - 1) / km;
-  l.groups = (l.units + kWarps / ks - 1) / (kWarps / ks);
-  l.blocks = static_cast<int>(
-      std::min<long long>(l.groups, static_cast<long long>(gemv_common::device_shape().sms) * b.occ));
+  const int per_block = feed == 3 ? kWarps : kWarps / ks;  // units a block works on at once
+  l.groups = (l.units + per_block - 1) / per_block;
+  l.csplit = feed == 3 ? std::min(ks, s.chunks) : 1;
+  l.blocks = static_cast<int>(std::min<long long>(static_cast<long long>(l.groups) * l.csplit,
+                                                  static_cast<long long>(gemv_common::device_shape().sms) * b.occ));
   return l;
+}
+
+// Whether a's scratch holds what launch l needs for a pass of n tokens (nothing unless it splits
+// columns over blocks).
+bool scratch_fits(const QSmallArgs& a, const Launch& l, int n) {
+  if (l.csplit <= 1) return true;
+  const QSmallScratch& s = a.scratch;
+  return s.partials && s.tickets && s.ticket_count >= l.groups &&
+         s.partial_floats >= static_cast<std::size_t>(l.csplit) * static_cast<std::size_t>(n) * static_cast<std::size_t>(a.rows);
 }
 
 // Estimated time of a pass, W (1 + 0.2 X): W the busiest warp's work (rounds of unit groups over
@@ -148,7 +159,8 @@ Launch launch_for(const Shape& s, int km, int ks, int feed) {
 // plan of every 7B matrix at 1-64 tokens (bench_gemm_q_small --sweep on an H200, docs/PERFORMANCE.md
 // session 24): the steps' products within 0-8% of the best plan of each matrix.
 double cost(const Shape& s, const Launch& l, int n) {
-  const double work = static_cast<double>((l.groups + l.blocks - 1) / l.blocks) * ((s.chunks + l.ks - 1) / l.ks) * l.km;
+  const int items = l.groups * l.csplit, per_item = l.feed == 3 ? (s.chunks + l.csplit - 1) / l.csplit : (s.chunks + l.ks - 1) / l.ks;
+  const double work = static_cast<double>((items + l.blocks - 1) / l.blocks) * per_item * l.km;
   const double x_per_w = static_cast<double>(n) / (8.0 * l.km) * (s.f == kI4 ? 2.0 : 1.0);
   return work * (1.0 + 0.2 * x_per_w);
 }
@@ -174,13 +186,15 @@ const TunedPlan* tuned_for(const Shape& s) {
 
 // The plan of a pass of n tokens. With m_tiles, split and feed automatic: the tuned plan of the shape
 // (on the kind of GPU it was measured on), the shared-memory one where there is one; with feed 1 the
-// tuned registers plan; else the least cost, ties to the smaller kM, then kS.
-Launch choose(const Shape& s, int n, const QSmallPlan& want) {
+// tuned registers plan; else the least cost, ties to the smaller kM, then kS. Plans that split columns
+// over blocks only where a's scratch holds their partial sums.
+Launch choose(const QSmallArgs& a, const Shape& s, int n) {
+  const QSmallPlan& want = a.plan;
   if (want.m_tiles == 0 && want.split == 0 && want.feed <= 1 && gemv_common::device_shape().sms == kTunedSms) {
     if (const TunedPlan* t = tuned_for(s)) {
       if (want.feed == 0 && t->sfeed) {
         const Launch l = launch_for(s, t->skm, t->sks, t->sfeed);
-        if (l.kernel) return l;
+        if (l.kernel && scratch_fits(a, l, n)) return l;
       }
       const Launch l = launch_for(s, t->km, t->ks, 1);
       if (l.kernel) return l;
@@ -194,7 +208,7 @@ Launch choose(const Shape& s, int n, const QSmallPlan& want) {
     for (int ks : {1, 2, 4, 8}) {
       if (want.split && ks != want.split) continue;
       const Launch l = launch_for(s, km, ks, feed);
-      if (!l.kernel) continue;
+      if (!l.kernel || !scratch_fits(a, l, n)) continue;
       const double c = cost(s, l, n);
       if (best_cost < 0 || c < best_cost) {
         best_cost = c;
@@ -212,7 +226,7 @@ int pass_tokens(const QSmallArgs& a) { return a.plan.pass ? a.plan.pass : 64; }
 // One pass of at most 64 tokens.
 std::size_t launch_pass(const QSmallArgs& a, cudaStream_t stream) {
   const Shape sh = shape_of(a, a.n);
-  const Launch l = choose(sh, a.n, a.plan);
+  const Launch l = choose(a, sh, a.n);
   if (!l.kernel) return 0;
   SP p{};
   p.q = a.w.q;
@@ -231,12 +245,17 @@ std::size_t launch_pass(const QSmallArgs& a, cudaStream_t stream) {
   p.tile_groups = l.groups;
   p.accumulate = a.accumulate ? 1 : 0;
   p.y_bf16 = a.y_bf16 ? 1 : 0;
+  p.csplit = l.csplit;
+  p.part = a.scratch.partials;
+  p.tickets = a.scratch.tickets;
   (void)launch_pdl(l.kernel, dim3(static_cast<unsigned>(l.blocks)), dim3(kThreads), l.smem, stream, p);
 
   const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
                     n = static_cast<std::size_t>(a.n);
   const std::size_t scales = sh.f == kI4 ? r * static_cast<std::size_t>(p.groups) * 4 : r * 4;
-  return r * static_cast<std::size_t>(p.row_bytes) + scales + n * c * 2 + n * r * (a.y_bf16 ? 2 : a.accumulate ? 8 : 4);
+  const std::size_t partials = l.csplit > 1 ? 2 * static_cast<std::size_t>(l.csplit) * n * r * 4 : 0;  // written, read back
+  return r * static_cast<std::size_t>(p.row_bytes) + scales + n * c * 2 + n * r * (a.y_bf16 ? 2 : a.accumulate ? 8 : 4) +
+         partials;
 }
 
 }  // namespace
@@ -255,7 +274,14 @@ const char* gemm_q_small_unsupported(const QSmallArgs& a) {
     return "plan.split must be 0 (automatic), 1, 2, 4 or 8";
   if (pl.feed < 0 || pl.feed > 3)
     return "plan.feed must be 0 (automatic), 1 (registers), 2 (shared-memory ring) or 3 (ring, x shared by the block)";
-  if (pl.feed == 3 && pl.split > 1) return "plan.feed 3 (x shared by the block) takes split 1";
+  if (pl.feed == 3 && pl.split > 1) {
+    // Room for the worst case of the plan: one unit group per 128 rows (m_tiles 1).
+    const std::size_t need = static_cast<std::size_t>(pl.split) * static_cast<std::size_t>(std::min(a.n, pass_tokens(a))) *
+                             static_cast<std::size_t>(a.rows);
+    const QSmallScratch& s = a.scratch;
+    if (!s.partials || !s.tickets || s.partial_floats < need || s.ticket_count < qsmall_scratch_tickets(a.rows))
+      return "plan.feed 3 with split > 1 needs scratch: split x tokens x rows partial sums and a ticket per 128 rows";
+  }
   if (pl.pass != 0 && pl.pass != 32 && pl.pass != 64) return "plan.pass must be 0 (automatic), 32 or 64";
   const int per_pass = std::min(a.n, pass_tokens(a));
   if (pl.m_tiles == 4 && per_pass > 16) return "plan.m_tiles 4 takes at most 16 tokens per pass";
@@ -283,7 +309,7 @@ QSmallPlan gemm_q_small_plan(const QSmallArgs& a) {
   QSmallPlan p;
   if (gemm_q_small_unsupported(a)) return p;
   const int n = std::min(a.n, pass_tokens(a));
-  const Launch l = choose(shape_of(a, n), n, a.plan);
+  const Launch l = choose(a, shape_of(a, n), n);
   p.m_tiles = l.km;
   p.split = l.ks;
   p.feed = l.feed;

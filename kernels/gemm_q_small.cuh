@@ -21,12 +21,33 @@ inline constexpr int kQSmallMaxTokens = 64;  // what launch_gemm_q_small takes
 // the int8 weight bytes), split warps of a block sharing those rows' columns (1, 2, 4 or 8), feed
 // how weights reach a warp (1: register batches of 4 KB per warp; 2: a shared-memory ring of 8 KB
 // per warp filled by cp.async, m_tiles 1 or 2; 3: the ring, with each chunk of x copied once per
-// block into shared memory, split 1), and pass the tokens per pass over the weights (32 or 64). For
-// tests and the benchmark; the engine sets feed 1 (registers) below its ring threshold and leaves the
-// rest automatic.
+// block into shared memory; there split is the number of blocks sharing a group of 8 units' columns,
+// whose partial sums meet in QSmallArgs::scratch), and pass the tokens per pass over the weights (32
+// or 64). For tests and the benchmark; the engine sets feed 1 (registers) below its ring threshold and
+// leaves the rest automatic.
 struct QSmallPlan {
   int m_tiles = 0, split = 0, feed = 0, pass = 0;
 };
+
+// Scratch of the plans that split columns over blocks (feed 3, split > 1): fp32 partial sums
+// [split][n][rows] and one ticket per group of 8 units (the last block of a group adds the partials
+// in split order, so the result does not depend on which block finishes last). The tickets must be
+// zero before the first launch; every launch leaves them zero. Without enough of it an automatic plan
+// takes another feed and a forced one is refused.
+struct QSmallScratch {
+  float* partials = nullptr;  // [partial_floats]
+  std::size_t partial_floats = 0;
+  unsigned* tickets = nullptr;  // [ticket_count], zeroed
+  int ticket_count = 0;
+};
+// What the engine (and the benchmark that makes the tuned plans) allocates: room for matrices of up to
+// kQSmallScratchRows rows (q/k/v's 4,608; o and down have 3,584) at 64 tokens and the largest split.
+inline constexpr int kQSmallMaxSplit = 8;
+inline constexpr int kQSmallScratchRows = 4608;
+inline constexpr std::size_t qsmall_scratch_floats(int rows) {
+  return static_cast<std::size_t>(kQSmallMaxSplit) * kQSmallMaxTokens * static_cast<std::size_t>(rows);
+}
+inline constexpr int qsmall_scratch_tickets(int rows) { return (rows + 127) / 128; }
 
 struct QSmallArgs {
   QuantMatrix w;            // [rows, cols] quantized (kernels/quant_format.cuh)
@@ -36,6 +57,7 @@ struct QSmallArgs {
   bool y_bf16 = false;      // bf16 output (no accumulation)
   bool accumulate = false;  // y += W x (fp32 output only)
   QSmallPlan plan;          // automatic unless set
+  QSmallScratch scratch;    // for plans that split columns over blocks (none: such plans are not used)
 };
 
 // nullptr when the shape and pointers run on this kernel; otherwise why not (cols a multiple of 64

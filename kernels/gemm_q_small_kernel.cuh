@@ -44,6 +44,9 @@ struct SP {
   void* y;
   int n, rows, cols, row_bytes, groups, chunks, tiles, tile_groups;
   int accumulate, y_bf16;
+  int csplit;         // x shared: blocks sharing a unit group's columns (1: no partial sums)
+  float* part;        // x shared, csplit > 1: partial sums [csplit][n][rows]
+  unsigned* tickets;  // x shared, csplit > 1: [tile_groups], zero between launches
 };
 using Kernel = void (*)(SP);
 
@@ -340,6 +343,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
 // block (not once per warp), in the same cp.async groups as the warps' weight rings (kXR slots each),
 // and one block barrier per chunk makes a chunk's x visible and frees the slot used before it.
 // Token rows of a stage are padded by 16 bytes so the 8-byte B pieces of 8 tokens hit distinct banks.
+// With csplit > 1 a unit group's chunks are split into csplit contiguous slices, each an item of its
+// own (so matrices of few unit groups still fill the GPU); a slice's block stores its unscaled sums
+// in part[slice], takes a ticket, and the group's last block adds the csplit partials in slice order,
+// scales and stores them, and sets the ticket back to zero.
 __host__ __device__ constexpr int xs_slots(int km) { return 6 / km; }
 template <int F>
 constexpr int kXRowBytes = kChunkCols<F> * 2 + 16;
@@ -390,27 +397,36 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
       mma::cp_async_16(mma::smem_u32(xst + slot * kStageB + row * kRowB + pc * 16), src, row < p.n);
     }
   };
-  // The block's stream of items (unit group, chunk); all warps walk it in step.
-  auto advance = [&](int& tg, int& c) {
-    if (++c == p.chunks) c = 0, tg += gridDim.x;
+  // The block's stream of (item, chunk), item = unit group x slice of its chunks; all warps walk it
+  // in step.
+  const int items = p.tile_groups * p.csplit;
+  auto first_chunk = [&](int it) { return static_cast<int>(static_cast<long long>(it % p.csplit) * p.chunks / p.csplit); };
+  auto end_chunk = [&](int it) { return static_cast<int>(static_cast<long long>(it % p.csplit + 1) * p.chunks / p.csplit); };
+  auto advance = [&](int& it, int& c) {
+    if (++c == end_chunk(it)) {
+      it += gridDim.x;
+      c = first_chunk(it);
+    }
   };
-  int wtg = blockIdx.x, wc = 0;
+  int wit = blockIdx.x, wc = first_chunk(wit);
 #pragma unroll
   for (int s = 0; s < kR - 1; ++s) {
-    if (wtg < p.tile_groups) issue_w(s, wtg * kWarps + warp, wc);
-    advance(wtg, wc);
+    if (wit < items) issue_w(s, wit / p.csplit * kWarps + warp, wc);
+    advance(wit, wc);
   }
   pdl_wait();  // x and y from here on
   pdl_launch_dependents();
-  int rtg = blockIdx.x, rc = 0;
+  int rit = blockIdx.x, rc = first_chunk(rit);
 #pragma unroll
   for (int s = 0; s < kR - 1; ++s) {
-    if (rtg < p.tile_groups) issue_x(s, rc);
-    advance(rtg, rc);
+    if (rit < items) issue_x(s, rc);
+    advance(rit, rc);
     mma::cp_async_commit();  // group s: x item s (group 0 also every prologue weight)
   }
-  int j = 0;  // item index; its slot is j % kR
-  for (int tg = blockIdx.x; tg < p.tile_groups; tg += gridDim.x) {
+  __shared__ int last_of_group;
+  int j = 0;  // chunk index in the stream; its slot is j % kR
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    const int tg = it / p.csplit;
     const int unit = tg * kWarps + warp;
     float acc[kM][kNT][4];
 #pragma unroll
@@ -419,15 +435,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.0f;
-    for (int c = 0; c < p.chunks; ++c, ++j) {
-      mma::cp_async_wait<kR - 2>();  // this thread's copies of item j are done
-      __syncthreads();               // everyone's: item j's x is visible, item j - 1's slot is free
+    for (int c = first_chunk(it), ce = end_chunk(it); c < ce; ++c, ++j) {
+      mma::cp_async_wait<kR - 2>();  // this thread's copies of chunk j are done
+      __syncthreads();               // everyone's: chunk j's x is visible, chunk j - 1's slot is free
       const int fill = (j + kR - 1) % kR;
-      if (rtg < p.tile_groups) {
-        issue_w(fill, rtg * kWarps + warp, rc);
+      if (rit < items) {
+        issue_w(fill, rit / p.csplit * kWarps + warp, rc);
         issue_x(fill, rc);
       }
-      advance(rtg, rc);
+      advance(rit, rc);
       mma::cp_async_commit();
       const int slot = j % kR;
       uint4 A[kM][2];
@@ -467,6 +483,43 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
           }
         }
       }
+    }
+    if (p.csplit > 1) {
+      // part[slice][n][row] of this thread's outputs (those of a tile that exists, each written once).
+      auto part_at = [&](int slice, int m, int r, int nt, int e) -> float* {
+        const int row = unit * 16 * kM + m * 16 + g + 8 * r, n = nt * 8 + 2 * t + e;
+        if (unit >= p.tiles || row >= p.rows || n >= p.n) return nullptr;
+        return p.part + (static_cast<std::size_t>(slice) * p.n + n) * p.rows + row;
+      };
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (float* at = part_at(it % p.csplit, m, r, nt, e)) __stcg(at, acc[m][nt][2 * r + e]);
+      __threadfence();  // the partials before the ticket
+      __syncthreads();
+      if (threadIdx.x == 0) last_of_group = atomicAdd(p.tickets + tg, 1u) == static_cast<unsigned>(p.csplit - 1);
+      __syncthreads();
+      if (!last_of_group) continue;
+      __threadfence();  // every slice's partials after its ticket
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              if (!part_at(0, m, r, nt, e)) continue;
+              float sum = 0.0f;
+              for (int sl = 0; sl < p.csplit; ++sl) sum += __ldcg(part_at(sl, m, r, nt, e));
+              acc[m][nt][2 * r + e] = sum;
+            }
+      if (threadIdx.x == 0) p.tickets[tg] = 0;  // for the next launch (which reads it after its pdl_wait)
     }
     if (unit < p.tiles) {
 #pragma unroll

@@ -88,6 +88,13 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // The engine's scratch for plans that split columns over blocks (kernels/gemm_q_small.cuh).
+  cosmos::kernels::QSmallScratch scratch;
+  scratch.partial_floats = cosmos::kernels::qsmall_scratch_floats(cosmos::kernels::kQSmallScratchRows);
+  scratch.ticket_count = cosmos::kernels::qsmall_scratch_tickets(cosmos::kernels::kQSmallScratchRows);
+  CHECK(cudaMalloc(&scratch.partials, scratch.partial_floats * 4));
+  CHECK(cudaMalloc(&scratch.tickets, static_cast<std::size_t>(scratch.ticket_count) * 4));
+  CHECK(cudaMemset(scratch.tickets, 0, static_cast<std::size_t>(scratch.ticket_count) * 4));
   const Matrix mats[] = {{"q/k/v", 4608, 3584, 28, false, false},    {"o + residual", 3584, 3584, 28, true, false},
                          {"gate/up", 37888, 3584, 28, false, true},  {"down + residual", 3584, 18944, 28, true, false},
                          {"lm_head", 152064, 3584, 1, false, false}};
@@ -135,6 +142,7 @@ int main(int argc, char** argv) {
         a.cols = m.cols;
         a.accumulate = m.accumulate;
         a.y_bf16 = m.bf16_out;
+        a.scratch = scratch;
       }
       CHECK(cudaStreamSynchronize(stream));
       // us per launch of the matrix's n-token product with plan `plan`; bytes from the launcher.
@@ -177,7 +185,7 @@ int main(int argc, char** argv) {
             if (pass == 64 && n <= 32) continue;  // one pass either way
             if (table && pass == 32 && n > 32) continue;  // the table holds plans of one pass
             for (int feed : {1, 2, 3}) {
-              std::printf("      %s, pass %d (m x split: us):", feed == 3 ? "x shared" : feed == 2 ? "ring" : "registers", pass);
+              std::printf("      %s, pass %d (m x split: us):", feed == 3 ? "x shared (split: blocks)" : feed == 2 ? "ring" : "registers", pass);
               for (int km : {1, 2, 4}) {
                 for (int ks : {1, 2, 4, 8}) {
                   probe.plan = {km, ks, feed, pass};
@@ -221,6 +229,8 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
   }
+  CHECK(cudaFree(scratch.partials));
+  CHECK(cudaFree(scratch.tickets));
   CHECK(cudaStreamDestroy(stream));
   return 0;
 }

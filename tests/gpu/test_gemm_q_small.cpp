@@ -6,7 +6,9 @@
 // tile, several, a partial one, two passes of 32); fp32 output, accumulation into a filled y, and bf16
 // output; NaN-poisoned guards after y stay untouched. Each case runs the automatic launch plan with
 // PDL off and on, then forced plans (1, 2 and 4 row tiles per warp, 1-8 warps per tile, weights in
-// registers or through the shared-memory ring, passes of 32 or 64 tokens).
+// registers or through the shared-memory ring, x shared by the block with its columns split over 1-8
+// blocks, passes of 32 or 64 tokens). Split plans must also leave their tickets zero and give the same
+// bits when run again (the partial sums are added in a fixed order).
 //
 // Tolerance, per output, with A = sum_c |w_c x_c|: int8 / fp8 weights and bf16 x are exact in the
 // mma's inputs, so only the fp32 accumulation rounds: at most one rounding (of up to 2^-23, the
@@ -19,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -93,6 +96,13 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
   a.y_bf16 = c.out == Out::bf16;
   a.accumulate = c.out == Out::f32_accumulate;
   ASSERT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  // Scratch for the plans that split columns over blocks, sized for this matrix.
+  DevBuf<float> partials;
+  DevBuf<unsigned> tickets;
+  partials.alloc(kernels::qsmall_scratch_floats(c.rows));
+  tickets.alloc(static_cast<std::size_t>(kernels::qsmall_scratch_tickets(c.rows)));
+  ASSERT_EQ(cudaMemset(tickets.ptr, 0, tickets.n * sizeof(unsigned)), cudaSuccess);
+  a.scratch = {partials.ptr, partials.n, tickets.ptr, static_cast<int>(tickets.n)};
 
   // The float64 reference and its bound per output, once.
   const double rel = c.fmt == QuantFormat::int4_group ? std::ldexp(1.0, -8) : (c.cols / 16.0 + 16) * std::ldexp(1.0, -23);
@@ -128,11 +138,12 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
     bool pdl;
     kernels::QSmallPlan plan;
   };
-  // QSmallPlan {m_tiles, split, feed (1 registers, 2 ring), pass (tokens per pass)}.
+  // QSmallPlan {m_tiles, split, feed (1 registers, 2 ring, 3 x shared), pass (tokens per pass)}.
   std::vector<Run> runs = {{false, {}},          {true, {}},           {true, {1, 1, 1, 0}},  {true, {2, 2, 1, 0}},
                            {true, {2, 8, 1, 0}}, {true, {4, 4, 1, 0}}, {true, {1, 1, 2, 0}},  {true, {2, 8, 2, 0}},
                            {true, {1, 4, 2, 64}}, {true, {2, 2, 2, 64}}, {true, {1, 8, 1, 64}}, {true, {2, 1, 1, 64}},
-                           {true, {1, 1, 3, 0}},  {true, {2, 1, 3, 64}}, {false, {1, 1, 3, 64}}};
+                           {true, {1, 1, 3, 0}},  {true, {2, 1, 3, 64}}, {false, {1, 1, 3, 64}}, {true, {1, 2, 3, 0}},
+                           {true, {1, 8, 3, 64}}, {true, {2, 4, 3, 0}},  {false, {1, 4, 3, 32}}};
   for (const Run& run : runs) {
     kernels::QSmallArgs ar = a;
     ar.plan = run.plan;
@@ -165,6 +176,20 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
                       << " (bound " << bound[at] << ", " << what << ")";
     }
     EXPECT_EQ(bad, 0) << what;
+    if (run.plan.feed == 3 && run.plan.split > 1) {
+      for (unsigned v : tickets.download(tickets.n)) ASSERT_EQ(v, 0u) << "a ticket left set, " << what;
+      if (c.out == Out::f32_accumulate) yf.upload(y0);
+      EXPECT_GT(kernels::launch_gemm_q_small(ar, nullptr), 0u);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      if (c.out == Out::bf16) {
+        const auto raw = yb.download(ny);
+        for (std::size_t i = 0; i < ny; ++i) ASSERT_EQ(bf16_to_f(raw[i]), got[i]) << "run again: output " << i << ", " << what;
+      } else {
+        const auto again = yf.download(ny);
+        for (std::size_t i = 0; i < ny; ++i)
+          ASSERT_EQ(std::memcmp(&again[i], &got[i], 4), 0) << "run again: output " << i << ", " << what;
+      }
+    }
     const double rel_l2 = std::sqrt(err2 / std::max(ref2, 1e-300));
     EXPECT_LT(rel_l2, c.out == Out::bf16 ? 4e-3 : c.fmt == QuantFormat::int4_group ? 2e-3 : 3e-5) << what;
     std::printf("[ measured ] %s (%s): relative L2 error %.3g, worst error / sum|w x| %.3g\n",
@@ -235,7 +260,18 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   a.n = 64;
   a.plan = {2, 8};
   EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
-  a.plan = {2, 8, 3, 0};  // feed: 1 registers or 2 ring
+  a.plan = {2, 8, 3, 0};  // x shared, columns split over 8 blocks: needs scratch
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  alignas(16) static float part[8 * 64 * 16];
+  alignas(16) static unsigned tick[1];
+  a.scratch = {part, 8 * 64 * 16 - 1, tick, 1};  // one float short
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.scratch.partial_floats = 8 * 64 * 16;
+  EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.scratch.ticket_count = 0;
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.scratch = {};
+  a.plan = {2, 8, 4, 0};  // feed: 1 registers, 2 ring, 3 x shared
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
   a.plan = {2, 8, 2, 48};  // pass: 32 or 64 tokens
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);

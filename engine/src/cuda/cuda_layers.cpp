@@ -79,6 +79,7 @@ bool CudaBackend::small_quant_product(const void* x, const DevMatrix& w, ElemTyp
   a.cols = cols;
   a.y_bf16 = out_type == ElemType::bf16;
   a.accumulate = accumulate;
+  a.scratch = qsmall_scratch_;
   // Weights through the shared-memory ring (where the tuned plans have one) only from
   // qsmall_ring_from_ tokens: its 64+ KB of shared memory per block changes the SMs' carveout
   // between it and its neighbours, which cost more than the ring gained below that (session 25).

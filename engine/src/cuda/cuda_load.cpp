@@ -322,6 +322,18 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     dq_elems_ = std::max(2 * FF * H, std::max((Q + 2 * KV) * H, H * FF));
     TRY_ASSIGN(dq_, alloc(dq_elems_ * 2, "the dequantization buffer"));
     TRY_ASSIGN(qstatus_, alloc(sizeof(kernels::QuantStatus), "quantization status"));
+    // The small-batch kernel's partial sums, for plans that split a matrix's columns over blocks
+    // (kernels/gemm_q_small.cuh; the tuned plans do for q/k/v, o and down at 48-64 tokens).
+    const int split_rows = static_cast<int>(std::max(Q + 2 * KV, H));
+    qsmall_scratch_.partial_floats = kernels::qsmall_scratch_floats(split_rows);
+    qsmall_scratch_.ticket_count = kernels::qsmall_scratch_tickets(split_rows);
+    TRY_ASSIGN(p, alloc(qsmall_scratch_.partial_floats * 4, "the small-batch kernel's partial sums"));
+    qsmall_scratch_.partials = static_cast<float*>(p);
+    TRY_ASSIGN(p, alloc(static_cast<std::size_t>(qsmall_scratch_.ticket_count) * 4, "the small-batch kernel's tickets"));
+    qsmall_scratch_.tickets = static_cast<unsigned*>(p);
+    if (const cudaError_t e = cudaMemset(p, 0, static_cast<std::size_t>(qsmall_scratch_.ticket_count) * 4); e != cudaSuccess)
+      return make_error(ErrorCategory::internal, "backend.cuda",
+                        std::string("clearing the small-batch kernel's tickets: ") + cudaGetErrorString(e));
   }
   if (quant_) {
     // Quantized formats: the embedding, read one row per token, in pinned host memory that the GPU
@@ -546,7 +558,8 @@ Status CudaBackend::ensure_workspace(int tokens, int rows) {
                       {reinterpret_cast<void**>(&sel_), rows * H},
                       {reinterpret_cast<void**>(&xm_), H},
                       {reinterpret_cast<void**>(&logits_), static_cast<std::size_t>(rows) * c.vocab_size}};
-  workspace_bytes_ = decode_scratch_bytes_ + att_sums_bytes_ + kGemmWorkspace + sample_ws_bytes_ + dq_elems_ * 2;
+  workspace_bytes_ = decode_scratch_bytes_ + att_sums_bytes_ + kGemmWorkspace + sample_ws_bytes_ + dq_elems_ * 2 +
+                     qsmall_scratch_.partial_floats * 4 + static_cast<std::size_t>(qsmall_scratch_.ticket_count) * 4;
   for (const Buf& b : bufs) {
     auto p = alloc(b.floats * sizeof(float), "activations");
     if (!p) return p.error();
