@@ -31,11 +31,16 @@
 // up to 32 or 64 tokens (4 or 8 token tiles), also part of the plan.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
+#include <vector>
 
 #include "kernels/gemm_q_small.cuh"
 #include "kernels/gemm_q_small_kernel.cuh"
+#include "kernels/gemm_q_small_xs_kernel.cuh"
 #include "kernels/gemv_common.cuh"
 #include "kernels/pdl.cuh"
 
@@ -178,10 +183,26 @@ constexpr TunedPlan kTuned[] = {
 #include "kernels/gemm_q_small_plans.inc"
     {-1, 0, 0, 0, 0, 0, 0, 0, 0}};
 
-const TunedPlan* tuned_for(const Shape& s) {
+// Plans set by gemm_q_small_set_plans (empty: the built-in table).
+std::mutex plans_mu;
+std::vector<TunedPlan>& set_plans() {
+  static std::vector<TunedPlan> plans;
+  return plans;
+}
+
+std::optional<TunedPlan> tuned_for(const Shape& s) {
+  {
+    const std::lock_guard<std::mutex> lock(plans_mu);
+    const std::vector<TunedPlan>& set = set_plans();
+    if (!set.empty()) {
+      for (const TunedPlan& t : set)
+        if (t.f == s.f && t.rows == s.rows && t.cols == s.cols && t.nt == s.nt) return t;
+      return std::nullopt;
+    }
+  }
   for (const TunedPlan& t : kTuned)
-    if (t.f == s.f && t.rows == s.rows && t.cols == s.cols && t.nt == s.nt) return &t;
-  return nullptr;
+    if (t.f == s.f && t.rows == s.rows && t.cols == s.cols && t.nt == s.nt) return t;
+  return std::nullopt;
 }
 
 // The plan of a pass of n tokens. With m_tiles, split and feed automatic: the tuned plan of the shape
@@ -191,7 +212,7 @@ const TunedPlan* tuned_for(const Shape& s) {
 Launch choose(const QSmallArgs& a, const Shape& s, int n) {
   const QSmallPlan& want = a.plan;
   if (want.m_tiles == 0 && want.split == 0 && want.feed <= 1 && gemv_common::device_shape().sms == kTunedSms) {
-    if (const TunedPlan* t = tuned_for(s)) {
+    if (const std::optional<TunedPlan> t = tuned_for(s)) {
       if (want.feed == 0 && t->sfeed) {
         const Launch l = launch_for(s, t->skm, t->sks, t->sfeed);
         if (l.kernel && scratch_fits(a, l, n)) return l;
@@ -303,6 +324,35 @@ std::size_t launch_gemm_q_small(const QSmallArgs& a, cudaStream_t stream) {
     bytes += launch_pass(part, stream);
   }
   return bytes;
+}
+
+int gemm_q_small_set_plans(const std::string& text, std::string* why) {
+  std::vector<TunedPlan> rows;
+  std::istringstream in(text);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::size_t open = line.find('{');
+    const std::size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line.compare(first, 2, "//") == 0) continue;
+    char fmt[4] = {};
+    TunedPlan t{};
+    if (open == std::string::npos ||
+        std::sscanf(line.c_str() + open, "{k%2[A-Z0-9], %d, %d, %d, %d, %d, %d, %d, %d}", fmt, &t.rows, &t.cols, &t.nt, &t.km,
+                    &t.ks, &t.sfeed, &t.skm, &t.sks) != 9) {
+      if (why) *why = "line " + std::to_string(number) + " is not a plan row: " + line;
+      return -1;
+    }
+    const std::string f = fmt;
+    t.f = f == "I8" ? kI8 : f == "F8" ? kF8 : f == "I4" ? kI4 : -1;
+    if (t.f < 0) {
+      if (why) *why = "line " + std::to_string(number) + ": unknown format k" + f;
+      return -1;
+    }
+    rows.push_back(t);
+  }
+  const std::lock_guard<std::mutex> lock(plans_mu);
+  set_plans() = std::move(rows);
+  return static_cast<int>(set_plans().size());
 }
 
 QSmallPlan gemm_q_small_plan(const QSmallArgs& a) {

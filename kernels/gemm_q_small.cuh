@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include <cuda_runtime.h>
 
@@ -69,5 +70,12 @@ std::size_t launch_gemm_q_small(const QSmallArgs& a, cudaStream_t stream);
 
 // The plan a pass of n tokens gets (what launch_gemm_q_small runs for that shape, a.plan applied).
 QSmallPlan gemm_q_small_plan(const QSmallArgs& a);
+
+// Replaces the built-in tuned plans (kernels/gemm_q_small_plans.inc) with rows of the same form, one
+// per line, as bench_gemm_q_small --table prints them ("TABLE" prefixes, comments and blank lines
+// skipped), so plan tables can be compared in the engine without a rebuild; empty text restores the
+// built-in table. Returns the rows taken, or -1 with *why set and the table unchanged when a line does
+// not parse.
+int gemm_q_small_set_plans(const std::string& text, std::string* why);
 
 }  // namespace cosmos::kernels

@@ -1,6 +1,7 @@
 // The small-batch kernel's int8 instantiations (kernels/gemm_q_small_kernel.cuh), one translation
 // unit per format so they compile in parallel.
 #include "kernels/gemm_q_small_kernel.cuh"
+#include "kernels/gemm_q_small_xs_kernel.cuh"
 
 namespace cosmos::kernels::qsmall {
 

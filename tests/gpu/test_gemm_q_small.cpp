@@ -301,5 +301,40 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
 }
 
+// Plan tables set at run time (gemm_q_small_set_plans, COSMOS_QSMALL_PLANS in the engine): rows as
+// bench --table prints them are taken, a malformed line keeps the table, and on a 132-SM GPU (the
+// tuned plans' kind) the set row is the plan a matching shape gets.
+TEST(GemmQSmallPlans, TablesSetAtRunTime) {
+  std::string why;
+  EXPECT_EQ(kernels::gemm_q_small_set_plans("// a comment\n\nTABLE   {kI8, 16, 256, 1, 2, 4, 0, 0, 0},  // 8 tokens\n"
+                                            "  {kI4, 16, 256, 1, 1, 2, 3, 1, 1},\n",
+                                            &why),
+            2)
+      << why;
+  EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2, 4, 0, 0, 0},\n{kQ9, 1, 2, 3, 4, 5, 6, 7, 8},\n", &why), -1);
+  EXPECT_NE(why.find("line 2"), std::string::npos) << why;
+  EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2},\n", &why), -1);
+  // The two-row table is still set: on a tuned-kind GPU a 16 x 256 int8 pass of 8 tokens takes it.
+  const auto gq = kernels::query_gpus();
+  if (!gq.gpus.empty() && gq.gpus[0].multiprocessors == 132) {
+    kernels::QSmallArgs a;
+    alignas(16) static std::uint8_t q[16 * 256];
+    alignas(16) static std::uint16_t x[8 * 256];
+    alignas(16) static float s[16];
+    a.w.kind = kernels::QuantKind::int8_row;
+    a.w.q = q;
+    a.w.row_scale = s;
+    a.x = x;
+    a.rows = 16;
+    a.cols = 256;
+    a.n = 8;
+    a.plan.feed = 1;
+    const kernels::QSmallPlan p = kernels::gemm_q_small_plan(a);
+    EXPECT_EQ(p.m_tiles, 2);
+    EXPECT_EQ(p.split, 4);
+  }
+  EXPECT_EQ(kernels::gemm_q_small_set_plans("", &why), 0);  // the built-in table again
+}
+
 }  // namespace
 }  // namespace cosmos

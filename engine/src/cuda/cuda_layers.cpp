@@ -6,6 +6,8 @@
 //   reference math fp32 CUDA-core matmuls and the fp32 KV cache (tests against fp32 references).
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string_view>
 
 #include "cuda/cuda_backend_impl.h"
@@ -113,6 +115,19 @@ void CudaBackend::choose_qsmall() {
                                 "the largest fp8 pass on the small-batch kernel");
   qsmall_ring_from_ = tokens_knob("COSMOS_QSMALL_RING_FROM", 1, kernels::kQSmallMaxTokens + 1, kQSmallRingFrom,
                                   "the smallest pass that may take the shared-memory ring");
+  // A plan table in place of the built-in one (bench_gemm_q_small --table output), for comparing tables.
+  if (const char* path = std::getenv("COSMOS_QSMALL_PLANS"); path && *path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string why;
+    const int rows = in ? kernels::gemm_q_small_set_plans(text.str(), &why) : -1;
+    if (!in) why = "cannot read it";
+    if (rows < 0)
+      spdlog::warn("cuda backend: COSMOS_QSMALL_PLANS={}: {}; keeping the built-in plans", path, why);
+    else
+      spdlog::info("cuda backend: {} small-batch plans from {} (COSMOS_QSMALL_PLANS)", rows, path);
+  }
   const ModelConfig& c = config_;
   kernels::QSmallArgs a;
   a.w = layers_[0].qkv.qm;

@@ -1,0 +1,261 @@
+// The small-batch kernel with x shared by the block (QSmallPlan::feed = 3; kernels/gemm_q_small.cu
+// has the problem and the launch plans, kernels/gemm_q_small_kernel.cuh the dequantization, the
+// other two feeds and what all of them share). Included once per weight format by
+// gemm_q_small_{i8,f8,i4}.cu.
+#pragma once
+
+#include "kernels/gemm_q_small_kernel.cuh"
+
+namespace cosmos::kernels::qsmall {
+
+// x shared (QSmallPlan::feed = 3): kS = 1, so the block's 8 warps own 8 units and walk the same
+// chunks in step; each chunk's x for all of the pass's tokens is copied into shared memory once per
+// block (not once per warp), in the same cp.async groups as the warps' weight rings (kXR slots each),
+// and one block barrier per chunk makes a chunk's x visible and frees the slot used before it.
+// Token rows of a stage are padded by 16 bytes so the 8-byte B pieces of 8 tokens hit distinct banks.
+// With csplit > 1 a unit group's chunks are split into csplit contiguous slices, each an item of its
+// own (so matrices of few unit groups still fill the GPU); a slice's block stores its unscaled sums
+// in part[slice], takes a ticket, and the group's last block adds the csplit partials in slice order,
+// scales and stores them, and sets the ticket back to zero.
+__host__ __device__ constexpr int xs_slots(int km) { return 6 / km; }
+template <int F>
+constexpr int kXRowBytes = kChunkCols<F> * 2 + 16;
+constexpr std::size_t smem_bytes_xs(int f, int nt, int km) {
+  const std::size_t slots = static_cast<std::size_t>(kWarps) * xs_slots(km) * km * 2 * 32;
+  const std::size_t xrow = f == kI4 ? kXRowBytes<kI4> : kXRowBytes<kI8>;
+  return slots * 16 + (f == kI4 ? slots * 2 * 4 : 0) + static_cast<std::size_t>(xs_slots(km)) * nt * 8 * xrow;
+}
+
+template <int F, int kNT, int kM>
+__global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_small_xs_kernel(const SP p) {
+  constexpr int kR = xs_slots(kM);
+  constexpr int kSlot = kM * 2 * 32;                               // 16-byte weight pieces per warp slot
+  constexpr int kRowB = kXRowBytes<F>;                             // bytes per token row of an x stage
+  constexpr int kPPR = kChunkCols<F> * 2 / 16;                     // 16-byte x pieces per token row
+  constexpr int kStageB = kNT * 8 * kRowB;
+  extern __shared__ uint4 smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  uint4* wring = smem + static_cast<std::size_t>(warp) * kR * kSlot;                        // [kR][kM][2][32]
+  unsigned* sring = reinterpret_cast<unsigned*>(smem + static_cast<std::size_t>(kWarps) * kR * kSlot) +
+                    static_cast<std::size_t>(warp) * kR * kSlot * 2;                         // int4: [kR][kM][2][2][32]
+  unsigned char* xst = reinterpret_cast<unsigned char*>(smem + static_cast<std::size_t>(kWarps) * kR * kSlot) +
+                       (F == kI4 ? static_cast<std::size_t>(kWarps) * kR * kSlot * 2 * 4 : 0);  // [kR][kNT 8][kRowB]
+  auto row_of = [&](int u, int m, int r) { return min(u * 16 * kM + m * 16 + g + 8 * r, p.rows - 1); };
+  auto pair_of = [](unsigned v) { return v | (v << 16); };
+  auto issue_w = [&](int slot, int u, int c) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row_of(u, m, r), at = (slot * kM + m) * 2 + r;
+        mma::cp_async_16(mma::smem_u32(wring + at * 32 + lane),
+                         p.q + static_cast<std::size_t>(row) * p.row_bytes + 16 * t + static_cast<std::size_t>(c) * kChunkBytes,
+                         true);
+        if constexpr (F == kI4) {
+          const std::size_t k = (static_cast<std::size_t>(row) * p.groups + c) & ~static_cast<std::size_t>(1);
+          cp_async_4(mma::smem_u32(sring + (at * 2 + 0) * 32 + lane), p.gs + k);
+          cp_async_4(mma::smem_u32(sring + (at * 2 + 1) * 32 + lane), p.gm + k);
+        }
+      }
+  };
+  auto issue_x = [&](int slot, int c) {  // the block's share: chunk c of x for the pass's tokens
+    for (int i = threadIdx.x; i < kNT * 8 * kPPR; i += kThreads) {
+      const int row = i / kPPR, pc = i % kPPR;
+      const std::uint16_t* src = p.x + static_cast<std::size_t>(min(row, p.n - 1)) * p.cols +
+                                 static_cast<std::size_t>(c) * kChunkCols<F> + pc * 8;
+      mma::cp_async_16(mma::smem_u32(xst + slot * kStageB + row * kRowB + pc * 16), src, row < p.n);
+    }
+  };
+  // The block's stream of (item, chunk), item = unit group x slice of its chunks; all warps walk it
+  // in step. A cursor divides only when it enters an item (the per-chunk path has no division).
+  const int items = p.tile_groups * p.csplit;
+  struct Cursor {
+    int it, c, end, unit0;  // item, chunk, the item's chunk end, its first unit
+  };
+  auto enter = [&](Cursor& k, int it) {
+    k.it = it;
+    if (it >= items) return;
+    const int tg = it / p.csplit, slice = it - tg * p.csplit;
+    k.c = slice * p.chunks / p.csplit;
+    k.end = (slice + 1) * p.chunks / p.csplit;
+    k.unit0 = tg * kWarps;
+  };
+  auto advance = [&](Cursor& k) {
+    if (++k.c == k.end) enter(k, k.it + static_cast<int>(gridDim.x));
+  };
+  Cursor wk{}, rk{};
+  enter(wk, blockIdx.x);
+#pragma unroll
+  for (int s = 0; s < kR - 1; ++s) {
+    if (wk.it < items) {
+      issue_w(s, wk.unit0 + warp, wk.c);
+      advance(wk);
+    }
+  }
+  pdl_wait();  // x and y from here on
+  pdl_launch_dependents();
+  enter(rk, blockIdx.x);
+#pragma unroll
+  for (int s = 0; s < kR - 1; ++s) {
+    if (rk.it < items) {
+      issue_x(s, rk.c);
+      advance(rk);
+    }
+    mma::cp_async_commit();  // group s: x item s (group 0 also every prologue weight)
+  }
+  __shared__ int last_of_group;
+  int j = 0;  // chunk index in the stream; its slot is j % kR
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    const int tg = it / p.csplit, slice = it - tg * p.csplit;
+    const int unit = tg * kWarps + warp;
+    float acc[kM][kNT][4];
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.0f;
+    for (int c = slice * p.chunks / p.csplit, ce = (slice + 1) * p.chunks / p.csplit; c < ce; ++c, ++j) {
+      mma::cp_async_wait<kR - 2>();  // this thread's copies of chunk j are done
+      __syncthreads();               // everyone's: chunk j's x is visible, chunk j - 1's slot is free
+      const int fill = (j + kR - 1) % kR;
+      if (rk.it < items) {
+        issue_w(fill, rk.unit0 + warp, rk.c);
+        issue_x(fill, rk.c);
+        advance(rk);
+      }
+      mma::cp_async_commit();
+      const int slot = j % kR;
+      uint4 A[kM][2];
+      unsigned S[kM][2] = {}, M[kM][2] = {};
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int at = (slot * kM + m) * 2 + r;
+          A[m][r] = wring[at * 32 + lane];
+          if constexpr (F == kI4) {
+            const int sh = static_cast<int>((static_cast<std::size_t>(row_of(unit, m, r)) * p.groups + c) & 1) * 16;
+            S[m][r] = pair_of((sring[(at * 2 + 0) * 32 + lane] >> sh) & 0xFFFFu);
+            M[m][r] = pair_of((sring[(at * 2 + 1) * 32 + lane] >> sh) & 0xFFFFu);
+          }
+        }
+      const unsigned char* xs = xst + slot * kStageB;
+#pragma unroll
+      for (int v = 0; v < kXVecs<F>; ++v) {
+        uint4 X[kNT];
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+          X[nt] = *reinterpret_cast<const uint4*>(xs + (nt * 8 + g) * kRowB + (kXVecs<F> * t + v) * 16);
+#pragma unroll
+        for (int s = 2 * v; s < 2 * v + 2; ++s) {
+#pragma unroll
+          for (int m = 0; m < kM; ++m) {
+            unsigned a[4];
+            a_pairs<F>(A[m][0], s, S[m][0], M[m][0], a[0], a[2]);
+            a_pairs<F>(A[m][1], s, S[m][1], M[m][1], a[1], a[3]);
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) {
+              unsigned b0, b1;
+              b_regs<F>(X[nt], s, b0, b1);
+              mma::mma_bf16(acc[m][nt], a, b0, b1);
+            }
+          }
+        }
+      }
+    }
+    if (p.csplit > 1) {
+      // part[slice][n][row] of this thread's outputs (those of a tile that exists, each written once).
+      auto part_at = [&](int slice, int m, int r, int nt, int e) -> float* {
+        const int row = unit * 16 * kM + m * 16 + g + 8 * r, n = nt * 8 + 2 * t + e;
+        if (unit >= p.tiles || row >= p.rows || n >= p.n) return nullptr;
+        return p.part + (static_cast<std::size_t>(slice) * p.n + n) * p.rows + row;
+      };
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (float* at = part_at(slice, m, r, nt, e)) __stcg(at, acc[m][nt][2 * r + e]);
+      __threadfence();  // the partials before the ticket
+      __syncthreads();
+      if (threadIdx.x == 0) last_of_group = atomicAdd(p.tickets + tg, 1u) == static_cast<unsigned>(p.csplit - 1);
+      __syncthreads();
+      if (!last_of_group) continue;
+      __threadfence();  // every slice's partials after its ticket
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              if (!part_at(0, m, r, nt, e)) continue;
+              float sum = 0.0f;
+              for (int sl = 0; sl < p.csplit; ++sl) sum += __ldcg(part_at(sl, m, r, nt, e));
+              acc[m][nt][2 * r + e] = sum;
+            }
+      if (threadIdx.x == 0) p.tickets[tg] = 0;  // for the next launch (which reads it after its pdl_wait)
+    }
+    if (unit < p.tiles) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = unit * 16 * kM + m * 16 + g + 8 * r;
+          if (row >= p.rows) continue;
+          const float scale = F == kI4 ? 1.0f : __ldg(p.row_scale + row);
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int n = nt * 8 + 2 * t + e;
+              if (n >= p.n) continue;
+              const float v = acc[m][nt][2 * r + e] * scale;
+              const std::size_t at = static_cast<std::size_t>(n) * p.rows + row;
+              if (p.y_bf16) {
+                static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(v);
+              } else {
+                float* y = static_cast<float*>(p.y) + at;
+                *y = p.accumulate ? *y + v : v;
+              }
+            }
+          }
+        }
+    }
+  }
+  mma::cp_async_wait<0>();  // nothing in flight into shared memory at exit
+}
+
+template <int F, int kM>
+Kernel pick_xs_nt(int nt) {
+  switch (nt) {
+    case 1: return gemm_q_small_xs_kernel<F, 1, kM>;
+    case 2: return gemm_q_small_xs_kernel<F, 2, kM>;
+    case 3: return gemm_q_small_xs_kernel<F, 3, kM>;
+    case 4: return gemm_q_small_xs_kernel<F, 4, kM>;
+    case 6: return gemm_q_small_xs_kernel<F, 6, kM>;
+    case 8: return gemm_q_small_xs_kernel<F, 8, kM>;
+    default: return nullptr;
+  }
+}
+// The x-shared kernel for nt token tiles and km (1, 2) tiles per warp; nullptr where none is built.
+template <int F>
+Kernel pick_xs(int nt, int km);
+template <>
+Kernel pick_xs<kI8>(int nt, int km);
+template <>
+Kernel pick_xs<kF8>(int nt, int km);
+template <>
+Kernel pick_xs<kI4>(int nt, int km);
+template <int F>
+Kernel pick_xs_format(int nt, int km) {
+  return km == 1 ? pick_xs_nt<F, 1>(nt) : km == 2 ? pick_xs_nt<F, 2>(nt) : nullptr;
+}
+
+}  // namespace cosmos::kernels::qsmall
