@@ -111,7 +111,8 @@ Shape shape_of(const QSmallArgs& a, int n) {
 }
 
 Kernel pick(int f, int nt, int ks, int km, int feed) {
-  if (feed == 3) {  // one warp per unit (kS = 1); the plan's split is a count of blocks there
+  if (feed == 3) {  // one warp per unit (kS = 1)
+    if (ks != 1) return nullptr;
     return f == kI8 ? qsmall::pick_xs<kI8>(nt, km) : f == kF8 ? qsmall::pick_xs<kF8>(nt, km) : qsmall::pick_xs<kI4>(nt, km);
   }
   const bool ring = feed == 2;
@@ -124,13 +125,14 @@ struct Launch {
   Kernel kernel = nullptr;
   int km = 1, ks = 1, units = 0, groups = 0, blocks = 0;
   int feed = 1;
-  int csplit = 1;  // feed 3: blocks sharing a unit group's columns (the plan's split, at most the chunks)
+  int csplit = 1;  // blocks sharing a unit group's columns (the plan's col_split, at most the chunks)
   std::size_t smem = 0;
 };
 
-Launch launch_for(const Shape& s, int km, int ks, int feed) {
+Launch launch_for(const Shape& s, int km, int ks, int feed, int cs = 1) {
   Launch l;
   if (feed >= 2 && !s.scales4) return l;
+  if (feed == 2 && cs > 1) return l;  // the ring's refill cursor walks whole units
   const std::size_t smem = feed == 3 ? qsmall::smem_bytes_xs(s.f, s.nt, km) : qsmall::smem_bytes(s.f, s.nt, ks, km, feed == 2);
   if (smem > static_cast<std::size_t>(gemv_common::device_shape().smem_optin)) return l;
   l.kernel = pick(s.f, s.nt, ks, km, feed);
@@ -141,9 +143,8 @@ Launch launch_for(const Shape& s, int km, int ks, int feed) {
   l.feed = feed;
   l.smem = b.smem;
   l.units = (s.tiles16 + km - 1) / km;
-  const int per_block = feed == 3 ? kWarps : kWarps / ks;  // units a block works on at once
-  l.groups = (l.units + per_block - 1) / per_block;
-  l.csplit = feed == 3 ? std::min(ks, s.chunks) : 1;
+  l.groups = (l.units + kWarps / ks - 1) / (kWarps / ks);
+  l.csplit = std::max(1, std::min(cs, s.chunks));
   l.blocks = static_cast<int>(std::min<long long>(static_cast<long long>(l.groups) * l.csplit,
                                                   static_cast<long long>(gemv_common::device_shape().sms) * b.occ));
   return l;
@@ -164,7 +165,7 @@ bool scratch_fits(const QSmallArgs& a, const Launch& l, int n) {
 // plan of every 7B matrix at 1-64 tokens (bench_gemm_q_small --sweep on an H200, docs/PERFORMANCE.md
 // session 24): the steps' products within 0-8% of the best plan of each matrix.
 double cost(const Shape& s, const Launch& l, int n) {
-  const int items = l.groups * l.csplit, per_item = l.feed == 3 ? (s.chunks + l.csplit - 1) / l.csplit : (s.chunks + l.ks - 1) / l.ks;
+  const int items = l.groups * l.csplit, per_item = ((s.chunks + l.csplit - 1) / l.csplit + l.ks - 1) / l.ks;
   const double work = static_cast<double>((items + l.blocks - 1) / l.blocks) * per_item * l.km;
   const double x_per_w = static_cast<double>(n) / (8.0 * l.km) * (s.f == kI4 ? 2.0 : 1.0);
   return work * (1.0 + 0.2 * x_per_w);
@@ -177,11 +178,11 @@ double cost(const Shape& s, const Launch& l, int n) {
 // count) take the cost model.
 constexpr int kTunedSms = 132;
 struct TunedPlan {
-  int f, rows, cols, nt, km, ks, sfeed, skm, sks;
+  int f, rows, cols, nt, km, ks, kc, sfeed, skm, sks, skc;
 };
 constexpr TunedPlan kTuned[] = {
 #include "kernels/gemm_q_small_plans.inc"
-    {-1, 0, 0, 0, 0, 0, 0, 0, 0}};
+    {-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
 
 // Plans set by gemm_q_small_set_plans (empty: the built-in table).
 std::mutex plans_mu;
@@ -211,14 +212,17 @@ std::optional<TunedPlan> tuned_for(const Shape& s) {
 // over blocks only where a's scratch holds their partial sums.
 Launch choose(const QSmallArgs& a, const Shape& s, int n) {
   const QSmallPlan& want = a.plan;
-  if (want.m_tiles == 0 && want.split == 0 && want.feed <= 1 && gemv_common::device_shape().sms == kTunedSms) {
+  if (want.m_tiles == 0 && want.split == 0 && want.col_split == 0 && want.feed <= 1 &&
+      gemv_common::device_shape().sms == kTunedSms) {
     if (const std::optional<TunedPlan> t = tuned_for(s)) {
       if (want.feed == 0 && t->sfeed) {
-        const Launch l = launch_for(s, t->skm, t->sks, t->sfeed);
+        const Launch l = launch_for(s, t->skm, t->sks, t->sfeed, t->skc);
         if (l.kernel && scratch_fits(a, l, n)) return l;
       }
-      const Launch l = launch_for(s, t->km, t->ks, 1);
-      if (l.kernel) return l;
+      const Launch l = launch_for(s, t->km, t->ks, 1, t->kc);
+      if (l.kernel && scratch_fits(a, l, n)) return l;
+      const Launch whole = launch_for(s, t->km, t->ks, 1);  // without the scratch its columns stay whole
+      if (whole.kernel) return whole;
     }
   }
   Launch best;
@@ -228,7 +232,7 @@ Launch choose(const QSmallArgs& a, const Shape& s, int n) {
     if (want.m_tiles && km != want.m_tiles) continue;
     for (int ks : {1, 2, 4, 8}) {
       if (want.split && ks != want.split) continue;
-      const Launch l = launch_for(s, km, ks, feed);
+      const Launch l = launch_for(s, km, ks, feed, want.col_split ? want.col_split : 1);
       if (!l.kernel || !scratch_fits(a, l, n)) continue;
       const double c = cost(s, l, n);
       if (best_cost < 0 || c < best_cost) {
@@ -295,13 +299,18 @@ const char* gemm_q_small_unsupported(const QSmallArgs& a) {
     return "plan.split must be 0 (automatic), 1, 2, 4 or 8";
   if (pl.feed < 0 || pl.feed > 3)
     return "plan.feed must be 0 (automatic), 1 (registers), 2 (shared-memory ring) or 3 (ring, x shared by the block)";
-  if (pl.feed == 3 && pl.split > 1) {
-    // Room for the worst case of the plan: one unit group per 128 rows (m_tiles 1).
-    const std::size_t need = static_cast<std::size_t>(pl.split) * static_cast<std::size_t>(std::min(a.n, pass_tokens(a))) *
+  if (pl.feed == 3 && pl.split > 1) return "plan.feed 3 (x shared by the block) takes split 1";
+  if (pl.col_split != 0 && pl.col_split != 1 && pl.col_split != 2 && pl.col_split != 4 && pl.col_split != 8 &&
+      pl.col_split != 16)
+    return "plan.col_split must be 0 (automatic), 1, 2, 4, 8 or 16";
+  if (pl.col_split > 1 && pl.feed == 2) return "plan.col_split > 1 takes feed 1 or 3, not the ring";
+  if (pl.col_split > 1) {
+    // Room for the worst case of the plan: one unit group per 16 rows (m_tiles 1, split 8).
+    const std::size_t need = static_cast<std::size_t>(pl.col_split) * static_cast<std::size_t>(std::min(a.n, pass_tokens(a))) *
                              static_cast<std::size_t>(a.rows);
     const QSmallScratch& s = a.scratch;
-    if (!s.partials || !s.tickets || s.partial_floats < need || s.ticket_count < qsmall_scratch_tickets(a.rows))
-      return "plan.feed 3 with split > 1 needs scratch: split x tokens x rows partial sums and a ticket per 128 rows";
+    if (!s.partials || !s.tickets || s.partial_floats < need || s.ticket_count < (a.rows + 15) / 16)
+      return "plan.col_split > 1 needs scratch: col_split x tokens x rows partial sums and a ticket per 16 rows";
   }
   if (pl.pass != 0 && pl.pass != 32 && pl.pass != 64) return "plan.pass must be 0 (automatic), 32 or 64";
   const int per_pass = std::min(a.n, pass_tokens(a));
@@ -337,8 +346,8 @@ int gemm_q_small_set_plans(const std::string& text, std::string* why) {
     char fmt[4] = {};
     TunedPlan t{};
     if (open == std::string::npos ||
-        std::sscanf(line.c_str() + open, "{k%2[A-Z0-9], %d, %d, %d, %d, %d, %d, %d, %d}", fmt, &t.rows, &t.cols, &t.nt, &t.km,
-                    &t.ks, &t.sfeed, &t.skm, &t.sks) != 9) {
+        std::sscanf(line.c_str() + open, "{k%2[A-Z0-9], %d, %d, %d, %d, %d, %d, %d, %d, %d, %d}", fmt, &t.rows, &t.cols,
+                    &t.nt, &t.km, &t.ks, &t.kc, &t.sfeed, &t.skm, &t.sks, &t.skc) != 11) {
       if (why) *why = "line " + std::to_string(number) + " is not a plan row: " + line;
       return -1;
     }
@@ -362,6 +371,7 @@ QSmallPlan gemm_q_small_plan(const QSmallArgs& a) {
   const Launch l = choose(a, shape_of(a, n), n);
   p.m_tiles = l.km;
   p.split = l.ks;
+  p.col_split = l.csplit;
   p.feed = l.feed;
   p.pass = pass_tokens(a);
   return p;

@@ -22,16 +22,17 @@ inline constexpr int kQSmallMaxTokens = 64;  // what launch_gemm_q_small takes
 // the int8 weight bytes), split warps of a block sharing those rows' columns (1, 2, 4 or 8), feed
 // how weights reach a warp (1: register batches of 4 KB per warp; 2: a shared-memory ring of 8 KB
 // per warp filled by cp.async, m_tiles 1 or 2; 3: the ring, with each chunk of x copied once per
-// block into shared memory; there split is the number of blocks sharing a group of 8 units' columns,
-// whose partial sums meet in QSmallArgs::scratch), and pass the tokens per pass over the weights (32
-// or 64). For tests and the benchmark; the engine sets feed 1 (registers) below its ring threshold and
-// leaves the rest automatic.
+// block into shared memory, split 1), pass the tokens per pass over the weights (32 or 64), and
+// col_split the blocks sharing a unit group's columns (1, 2, 4, 8 or 16; feed 1 or 3), whose partial
+// sums meet in QSmallArgs::scratch. For tests and the benchmark; the engine sets feed 1 (registers)
+// below its ring threshold and leaves the rest automatic.
 struct QSmallPlan {
-  int m_tiles = 0, split = 0, feed = 0, pass = 0;
+  int m_tiles = 0, split = 0, feed = 0, pass = 0, col_split = 0;
 };
 
-// Scratch of the plans that split columns over blocks (feed 3, split > 1): fp32 partial sums
-// [split][n][rows] and one ticket per group of 8 units (the last block of a group adds the partials
+// Scratch of the plans that split columns over blocks (col_split > 1): fp32 partial sums
+// [col_split][n][rows] and one ticket per unit group (at most one per 16 rows; the last block of a
+// group adds the partials
 // in split order, so the result does not depend on which block finishes last). The tickets must be
 // zero before the first launch; every launch leaves them zero. Without enough of it an automatic plan
 // takes another feed and a forced one is refused.
@@ -43,12 +44,12 @@ struct QSmallScratch {
 };
 // What the engine (and the benchmark that makes the tuned plans) allocates: room for matrices of up to
 // kQSmallScratchRows rows (q/k/v's 4,608; o and down have 3,584) at 64 tokens and the largest split.
-inline constexpr int kQSmallMaxSplit = 8;
+inline constexpr int kQSmallMaxSplit = 16;
 inline constexpr int kQSmallScratchRows = 4608;
 inline constexpr std::size_t qsmall_scratch_floats(int rows) {
   return static_cast<std::size_t>(kQSmallMaxSplit) * kQSmallMaxTokens * static_cast<std::size_t>(rows);
 }
-inline constexpr int qsmall_scratch_tickets(int rows) { return (rows + 127) / 128; }
+inline constexpr int qsmall_scratch_tickets(int rows) { return (rows + 15) / 16; }
 
 struct QSmallArgs {
   QuantMatrix w;            // [rows, cols] quantized (kernels/quant_format.cuh)

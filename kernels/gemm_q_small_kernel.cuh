@@ -157,6 +157,53 @@ __device__ __forceinline__ void chunk_product(const SP& p, int c, int g, int t, 
   }
 }
 
+// Plans that split a unit group's chunks over p.csplit blocks (slices): each block stores its unscaled
+// sums of the slice in part[slice][n][row] (owner: the warp holding the unit's sums), takes the
+// group's ticket, and the last of them adds the csplit partials in slice order into acc (so the result
+// does not depend on which block finishes last) and sets the ticket back to zero for the next launch,
+// which reads it only after its pdl_wait. Returns whether this block is that last one (block-uniform).
+template <int kM, int kNT>
+__device__ __forceinline__ bool split_finish(const SP& p, int tg, int slice, int unit, bool owner, int g, int t,
+                                             float (&acc)[kM][kNT][4], int& last_flag) {
+  auto part_at = [&](int sl, int m, int r, int nt, int e) -> float* {
+    const int row = unit * 16 * kM + m * 16 + g + 8 * r, n = nt * 8 + 2 * t + e;
+    if (!owner || unit >= p.tiles || row >= p.rows || n >= p.n) return nullptr;
+    return p.part + (static_cast<std::size_t>(sl) * p.n + n) * p.rows + row;
+  };
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (float* at = part_at(slice, m, r, nt, e)) __stcg(at, acc[m][nt][2 * r + e]);
+  __threadfence();  // the partials before the ticket
+  __syncthreads();
+  if (threadIdx.x == 0) last_flag = atomicAdd(p.tickets + tg, 1u) == static_cast<unsigned>(p.csplit - 1);
+  __syncthreads();
+  const bool last = last_flag != 0;
+  __syncthreads();  // last_flag is read by every thread before thread 0 can set it again
+  if (!last) return false;
+  __threadfence();  // every slice's partials after its ticket
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (!part_at(0, m, r, nt, e)) continue;
+          float sum = 0.0f;
+          for (int sl = 0; sl < p.csplit; ++sl) sum += __ldcg(part_at(sl, m, r, nt, e));
+          acc[m][nt][2 * r + e] = sum;
+        }
+  if (threadIdx.x == 0) p.tickets[tg] = 0;
+  return true;
+}
+
 template <int F, int kNT, int kS, int kM, bool kRing>
 __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_small_kernel(const SP p) {
   constexpr int kTPB = kWarps / kS;             // row units a block works on at once
@@ -169,7 +216,17 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int ts = warp / kS, ks = warp % kS;
-  const int nchunks = ks < p.chunks ? (p.chunks - ks + kS - 1) / kS : 0;  // this warp's chunks of a unit
+  const int nchunks = ks < p.chunks ? (p.chunks - ks + kS - 1) / kS : 0;  // this warp's chunks of a unit (ring)
+  // Items: unit groups x slices of their chunks (p.csplit, registers only; the ring takes 1). Item it's
+  // group, first chunk c0 and this warp's chunks of it nch (c0 + ks + i kS, i < nch).
+  const int items = p.tile_groups * p.csplit;
+  auto slice_of = [&](int it, int& tg, int& c0, int& nch) {
+    tg = it / p.csplit;
+    const int sl = it - tg * p.csplit;
+    c0 = sl * p.chunks / p.csplit;
+    const int cn = (sl + 1) * p.chunks / p.csplit - c0;
+    nch = ks < cn ? (cn - ks + kS - 1) / kS : 0;
+  };
   uint4* wring = smem + kRedVec + static_cast<std::size_t>(warp) * kR * kSlot;  // [kR][kM][2][32]
   unsigned* sring = reinterpret_cast<unsigned*>(smem + kRedVec + static_cast<std::size_t>(kWarps) * kR * kSlot) +
                     static_cast<std::size_t>(warp) * kR * kSlot * 2;             // [kR][kM][2][2][32]
@@ -185,11 +242,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
   // Registers: batches of kD chunks.
   [[maybe_unused]] uint4 AB[kRing ? 1 : kD][kM][2];
   [[maybe_unused]] unsigned SB[kRing ? 1 : kD][kM][2] = {}, MB[kRing ? 1 : kD][kM][2] = {};
-  auto load_batch = [&](int u, int i0) {
+  auto load_batch = [&](int u, int i0, int c0, int nch) {
 #pragma unroll
     for (int d = 0; d < kD; ++d) {
-      if (i0 + d < nchunks) {
-        const int c = ks + (i0 + d) * kS;
+      if (i0 + d < nch) {
+        const int c = c0 + ks + (i0 + d) * kS;
 #pragma unroll
         for (int m = 0; m < kM; ++m)
 #pragma unroll
@@ -227,18 +284,22 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
     mma::cp_async_commit();  // one group per slot use, empty or not: wait_group counts stay exact
   };
 
-  int tg = blockIdx.x;
   if constexpr (kRing) {
 #pragma unroll
     for (int s = 0; s < kR; ++s) refill(s);
-  } else {
-    if (tg < p.tile_groups && nchunks > 0) load_batch(tg * kTPB + ts, 0);
+  } else if (static_cast<int>(blockIdx.x) < items) {
+    int tg0, c0, nch;
+    slice_of(blockIdx.x, tg0, c0, nch);
+    if (nch > 0) load_batch(tg0 * kTPB + ts, 0, c0, nch);
   }
   pdl_wait();  // x and y from here on
   pdl_launch_dependents();
 
+  [[maybe_unused]] __shared__ int last_of_group;
   int slot = 0;
-  for (; tg < p.tile_groups; tg += gridDim.x) {
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    int tg, c0, nch;
+    slice_of(it, tg, c0, nch);
     const int unit = tg * kTPB + ts;
     float acc[kM][kNT][4];
 #pragma unroll
@@ -271,12 +332,12 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
           slot = slot + 1 == kR ? 0 : slot + 1;
         }
       } else {
-        for (int i0 = 0; i0 < nchunks; i0 += kD) {
-          if (i0 > 0) load_batch(unit, i0);
+        for (int i0 = 0; i0 < nch; i0 += kD) {
+          if (i0 > 0) load_batch(unit, i0, c0, nch);
 #pragma unroll
           for (int d = 0; d < kD; ++d) {
-            if (i0 + d >= nchunks) break;
-            chunk_product<F, kNT, kM>(p, ks + (i0 + d) * kS, g, t, AB[d], SB[d], MB[d], acc);
+            if (i0 + d >= nch) break;
+            chunk_product<F, kNT, kM>(p, c0 + ks + (i0 + d) * kS, g, t, AB[d], SB[d], MB[d], acc);
           }
         }
       }
@@ -302,7 +363,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
               for (int i = 0; i < 4; ++i) acc[m][nt][i] += red_at(warp + w, (m * kNT + nt) * 4 + i);
       }
     }
-    if (ks == 0 && unit < p.tiles) {
+    bool store = true;
+    if constexpr (!kRing) {
+      if (p.csplit > 1) store = split_finish<kM, kNT>(p, tg, it - tg * p.csplit, unit, ks == 0, g, t, acc, last_of_group);
+    }
+    if (store && ks == 0 && unit < p.tiles) {
 #pragma unroll
       for (int m = 0; m < kM; ++m)
 #pragma unroll
@@ -331,8 +396,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
     if constexpr (kS > 1) __syncthreads();  // red is reused by the next unit group
     // Registers: the next unit group's first batch of weights.
     if constexpr (!kRing) {
-      if (tg + static_cast<int>(gridDim.x) < p.tile_groups && nchunks > 0)
-        load_batch((tg + static_cast<int>(gridDim.x)) * kTPB + ts, 0);
+      if (it + static_cast<int>(gridDim.x) < items) {
+        int tg2, c2, nch2;
+        slice_of(it + static_cast<int>(gridDim.x), tg2, c2, nch2);
+        if (nch2 > 0) load_batch(tg2 * kTPB + ts, 0, c2, nch2);
+      }
     }
   }
   if constexpr (kRing) mma::cp_async_wait<0>();  // nothing in flight into shared memory at exit

@@ -165,43 +165,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
         }
       }
     }
-    if (p.csplit > 1) {
-      // part[slice][n][row] of this thread's outputs (those of a tile that exists, each written once).
-      auto part_at = [&](int slice, int m, int r, int nt, int e) -> float* {
-        const int row = unit * 16 * kM + m * 16 + g + 8 * r, n = nt * 8 + 2 * t + e;
-        if (unit >= p.tiles || row >= p.rows || n >= p.n) return nullptr;
-        return p.part + (static_cast<std::size_t>(slice) * p.n + n) * p.rows + row;
-      };
-#pragma unroll
-      for (int m = 0; m < kM; ++m)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-              if (float* at = part_at(slice, m, r, nt, e)) __stcg(at, acc[m][nt][2 * r + e]);
-      __threadfence();  // the partials before the ticket
-      __syncthreads();
-      if (threadIdx.x == 0) last_of_group = atomicAdd(p.tickets + tg, 1u) == static_cast<unsigned>(p.csplit - 1);
-      __syncthreads();
-      if (!last_of_group) continue;
-      __threadfence();  // every slice's partials after its ticket
-#pragma unroll
-      for (int m = 0; m < kM; ++m)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              if (!part_at(0, m, r, nt, e)) continue;
-              float sum = 0.0f;
-              for (int sl = 0; sl < p.csplit; ++sl) sum += __ldcg(part_at(sl, m, r, nt, e));
-              acc[m][nt][2 * r + e] = sum;
-            }
-      if (threadIdx.x == 0) p.tickets[tg] = 0;  // for the next launch (which reads it after its pdl_wait)
-    }
+    if (p.csplit > 1 && !split_finish<kM, kNT>(p, tg, slice, unit, true, g, t, acc, last_of_group)) continue;
     if (unit < p.tiles) {
 #pragma unroll
       for (int m = 0; m < kM; ++m)

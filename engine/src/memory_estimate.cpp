@@ -71,10 +71,10 @@ MemoryEstimate estimate_memory(const ModelConfig& c, Precision precision, const 
   // Quantized formats on the GPU: the largest layer matrix (gate/up) dequantized to bf16 for the
   // prefill GEMMs.
   if (o.gpu && quantized) e.workspace += 2ull * c.intermediate_size * c.hidden_size * 2;
-  // ... and the small-batch kernel's fp32 partial sums: 8 splits x 64 tokens x the larger of q/k/v's
+  // ... and the small-batch kernel's fp32 partial sums: 16 column splits x 64 tokens x the larger of q/k/v's
   // rows and the hidden size (kernels/gemm_q_small.cuh, qsmall_scratch_floats).
   if (o.gpu && quantized)
-    e.workspace += 8ull * 64 * std::max<std::uint64_t>(c.q_dim() + 2ull * c.kv_dim(), c.hidden_size) * 4;
+    e.workspace += 16ull * 64 * std::max<std::uint64_t>(c.q_dim() + 2ull * c.kv_dim(), c.hidden_size) * 4;
   return e;
 }
 

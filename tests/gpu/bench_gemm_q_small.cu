@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
         std::printf("%-5s %-16s %6d | %8.1f us %6.0f GB/s %5.1f%% (m %d, split %d, %s, pass %d)\n", f.name, m.name, n,
                     us, gbs, 100.0 * gbs / copy, chosen.m_tiles, chosen.split, chosen.feed == 3 ? "x shared" : chosen.feed == 2 ? "ring" : "registers",
                     chosen.pass);
+        if (chosen.col_split > 1) std::printf("      (columns split over %d blocks)\n", chosen.col_split);
         double best = us;
         // --table: the best plan of each feed (registers, ring), one pass.
         double best_feed[4] = {0, 1e30, 1e30, 1e30};
@@ -185,16 +186,19 @@ int main(int argc, char** argv) {
             if (pass == 64 && n <= 32) continue;  // one pass either way
             if (table && pass == 32 && n > 32) continue;  // the table holds plans of one pass
             for (int feed : {1, 2, 3}) {
-              std::printf("      %s, pass %d (m x split: us):", feed == 3 ? "x shared (split: blocks)" : feed == 2 ? "ring" : "registers", pass);
+              std::printf("      %s, pass %d (m x split[/column split]: us):", feed == 3 ? "x shared" : feed == 2 ? "ring" : "registers", pass);
               for (int km : {1, 2, 4}) {
                 for (int ks : {1, 2, 4, 8}) {
-                  probe.plan = {km, ks, feed, pass};
-                  if (cosmos::kernels::gemm_q_small_unsupported(probe)) continue;
-                  std::size_t b = 0;
-                  const double t = time_plan(n, probe.plan, b);
-                  best = std::min(best, t);
-                  if (t < best_feed[feed]) best_feed[feed] = t, best_of[feed] = probe.plan;
-                  std::printf(" %dx%d: %.1f", km, ks, t);
+                  for (int cs : {1, 2, 4, 8, 16}) {
+                    probe.plan = {km, ks, feed, pass, cs};
+                    if (cosmos::kernels::gemm_q_small_unsupported(probe)) continue;
+                    std::size_t b = 0;
+                    const double t = time_plan(n, probe.plan, b);
+                    best = std::min(best, t);
+                    if (t < best_feed[feed]) best_feed[feed] = t, best_of[feed] = probe.plan;
+                    if (cs == 1) std::printf(" %dx%d: %.1f", km, ks, t);
+                    else std::printf(" %dx%d/%d: %.1f", km, ks, cs, t);
+                  }
                 }
               }
               std::printf("\n");
@@ -207,10 +211,10 @@ int main(int argc, char** argv) {
           const int sf = best_feed[3] < best_feed[2] ? 3 : 2;
           const bool shared = best_feed[sf] < 0.95 * best_feed[1];
           const int nt = (n + 7) / 8 <= 4 ? (n + 7) / 8 : (n + 7) / 8 <= 6 ? 6 : 8;
-          std::printf("TABLE   {%s, %d, %d, %d, %d, %d, %d, %d, %d},  // %d tokens: registers %.1f us",
+          std::printf("TABLE   {%s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d},  // %d tokens: registers %.1f us",
                       f.kind == QuantKind::int8_row ? "kI8" : f.kind == QuantKind::fp8_row ? "kF8" : "kI4", m.rows,
-                      m.cols, nt, r.m_tiles, r.split, shared ? sf : 0, shared ? best_of[sf].m_tiles : 0,
-                      shared ? best_of[sf].split : 0, n, best_feed[1]);
+                      m.cols, nt, r.m_tiles, r.split, r.col_split, shared ? sf : 0, shared ? best_of[sf].m_tiles : 0,
+                      shared ? best_of[sf].split : 0, shared ? best_of[sf].col_split : 0, n, best_feed[1]);
           if (shared) std::printf(", %s %.1f us", sf == 3 ? "x shared" : "ring", best_feed[sf]);
           std::printf("\n");
         }

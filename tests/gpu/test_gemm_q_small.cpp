@@ -142,15 +142,16 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
   std::vector<Run> runs = {{false, {}},          {true, {}},           {true, {1, 1, 1, 0}},  {true, {2, 2, 1, 0}},
                            {true, {2, 8, 1, 0}}, {true, {4, 4, 1, 0}}, {true, {1, 1, 2, 0}},  {true, {2, 8, 2, 0}},
                            {true, {1, 4, 2, 64}}, {true, {2, 2, 2, 64}}, {true, {1, 8, 1, 64}}, {true, {2, 1, 1, 64}},
-                           {true, {1, 1, 3, 0}},  {true, {2, 1, 3, 64}}, {false, {1, 1, 3, 64}}, {true, {1, 2, 3, 0}},
-                           {true, {1, 8, 3, 64}}, {true, {2, 4, 3, 0}},  {false, {1, 4, 3, 32}}};
+                           {true, {1, 1, 3, 0}},  {true, {2, 1, 3, 64}}, {false, {1, 1, 3, 64}}, {true, {1, 1, 3, 0, 2}},
+                           {true, {1, 1, 3, 64, 8}}, {true, {2, 1, 3, 0, 4}}, {false, {1, 1, 3, 32, 16}},
+                           {true, {1, 8, 1, 0, 16}}, {true, {2, 4, 1, 64, 4}}, {true, {1, 1, 1, 0, 2}}, {false, {4, 2, 1, 0, 8}}};
   for (const Run& run : runs) {
     kernels::QSmallArgs ar = a;
     ar.plan = run.plan;
     if (kernels::gemm_q_small_unsupported(ar)) continue;  // m_tiles 4 above 16 tokens per pass
     const std::string what = "pdl " + std::to_string(run.pdl) + ", plan m " + std::to_string(run.plan.m_tiles) +
                              " split " + std::to_string(run.plan.split) + " feed " + std::to_string(run.plan.feed) +
-                             " pass " + std::to_string(run.plan.pass);
+                             " pass " + std::to_string(run.plan.pass) + " column split " + std::to_string(run.plan.col_split);
     kernels::set_pdl_enabled(run.pdl);
     if (c.out == Out::f32_accumulate) yf.upload(y0);
     EXPECT_GT(kernels::launch_gemm_q_small(ar, nullptr), 0u);
@@ -176,7 +177,7 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
                       << " (bound " << bound[at] << ", " << what << ")";
     }
     EXPECT_EQ(bad, 0) << what;
-    if (run.plan.feed == 3 && run.plan.split > 1) {
+    if (run.plan.col_split > 1) {
       for (unsigned v : tickets.download(tickets.n)) ASSERT_EQ(v, 0u) << "a ticket left set, " << what;
       if (c.out == Out::f32_accumulate) yf.upload(y0);
       EXPECT_GT(kernels::launch_gemm_q_small(ar, nullptr), 0u);
@@ -260,7 +261,9 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   a.n = 64;
   a.plan = {2, 8};
   EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
-  a.plan = {2, 8, 3, 0};  // x shared, columns split over 8 blocks: needs scratch
+  a.plan = {2, 8, 3, 0};  // x shared takes split 1
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {2, 8, 1, 0, 8};  // columns split over 8 blocks: needs scratch
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
   alignas(16) static float part[8 * 64 * 16];
   alignas(16) static unsigned tick[1];
@@ -269,6 +272,11 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   a.scratch.partial_floats = 8 * 64 * 16;
   EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
   a.scratch.ticket_count = 0;
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.scratch.ticket_count = 1;
+  a.plan = {2, 8, 2, 0, 8};  // not with the ring
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {2, 8, 1, 0, 3};  // column splits: 1, 2, 4, 8 or 16
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
   a.scratch = {};
   a.plan = {2, 8, 4, 0};  // feed: 1 registers, 2 ring, 3 x shared
@@ -306,14 +314,14 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
 // tuned plans' kind) the set row is the plan a matching shape gets.
 TEST(GemmQSmallPlans, TablesSetAtRunTime) {
   std::string why;
-  EXPECT_EQ(kernels::gemm_q_small_set_plans("// a comment\n\nTABLE   {kI8, 16, 256, 1, 2, 4, 0, 0, 0},  // 8 tokens\n"
-                                            "  {kI4, 16, 256, 1, 1, 2, 3, 1, 1},\n",
+  EXPECT_EQ(kernels::gemm_q_small_set_plans("// a comment\n\nTABLE   {kI8, 16, 256, 1, 2, 4, 1, 0, 0, 0, 0},  // 8 tokens\n"
+                                            "  {kI4, 16, 256, 1, 1, 2, 1, 3, 1, 1, 1},\n",
                                             &why),
             2)
       << why;
-  EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2, 4, 0, 0, 0},\n{kQ9, 1, 2, 3, 4, 5, 6, 7, 8},\n", &why), -1);
+  EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2, 4, 1, 0, 0, 0, 0},\n{kQ9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10},\n", &why), -1);
   EXPECT_NE(why.find("line 2"), std::string::npos) << why;
-  EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2},\n", &why), -1);
+  EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2, 4, 0, 0, 0},\n", &why), -1);  // the old 9-field rows
   // The two-row table is still set: on a tuned-kind GPU a 16 x 256 int8 pass of 8 tokens takes it.
   const auto gq = kernels::query_gpus();
   if (!gq.gpus.empty() && gq.gpus[0].multiprocessors == 132) {

@@ -303,7 +303,7 @@ class CudaBackend final : public Backend {
   void* dq_ = nullptr;
   std::size_t dq_elems_ = 0;
   void* qstatus_ = nullptr;                // kernels::QuantStatus (device)
-  kernels::QSmallScratch qsmall_scratch_;  // partials [8][64][max(q/k/v rows, hidden)] fp32, tickets (zeroed)
+  kernels::QSmallScratch qsmall_scratch_;  // partials [16][64][max(q/k/v rows, hidden)] fp32, tickets (zeroed)
   bool fp8_gemm_ = false;                  // fp8 weights: prefill GEMMs on fp8 tensor cores (W8A8)
   bool qsmall_ = false;                    // quantized passes of <= 64 tokens: kernels/gemm_q_small.cuh
   // bf16/fp16 decode: each layer's MLP as one kernel (kernels/mlp_decode.cuh), the down weights
