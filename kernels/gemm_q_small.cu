@@ -55,6 +55,8 @@ using qsmall::kThreads;
 using qsmall::kWarps;
 using qsmall::SP;
 
+static_assert(qsmall::kMaxColSplit == kQSmallMaxSplit, "the kernel's partial-sum loads cover every column split");
+
 bool aligned(const void* ptr, std::uintptr_t to) { return reinterpret_cast<std::uintptr_t>(ptr) % to == 0; }
 
 // Token tiles of a pass of n tokens as built: 1-4, then 6 and 8.
@@ -78,7 +80,9 @@ Built built(Kernel k, std::size_t smem) {
   if (it != known.end()) return it->second;
   Built b;
   b.smem = smem;
-  if (smem > 48 * 1024) (void)cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  // Always set: the default limit is 48 KB less the kernel's static shared memory (the split plans'
+  // ticket flag), which a 48 KB reduction buffer would exceed.
+  if (smem > 0) (void)cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   int occ = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, kThreads, smem) != cudaSuccess || occ <= 0) occ = 1;
   b.occ = occ;

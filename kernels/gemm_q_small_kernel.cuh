@@ -158,50 +158,61 @@ __device__ __forceinline__ void chunk_product(const SP& p, int c, int g, int t, 
 }
 
 // Plans that split a unit group's chunks over p.csplit blocks (slices): each block stores its unscaled
-// sums of the slice in part[slice][n][row] (owner: the warp holding the unit's sums), takes the
-// group's ticket, and the last of them adds the csplit partials in slice order into acc (so the result
-// does not depend on which block finishes last) and sets the ticket back to zero for the next launch,
-// which reads it only after its pdl_wait. Returns whether this block is that last one (block-uniform).
-template <int kM, int kNT>
-__device__ __forceinline__ bool split_finish(const SP& p, int tg, int slice, int unit, bool owner, int g, int t,
-                                             float (&acc)[kM][kNT][4], int& last_flag) {
-  auto part_at = [&](int sl, int m, int r, int nt, int e) -> float* {
-    const int row = unit * 16 * kM + m * 16 + g + 8 * r, n = nt * 8 + 2 * t + e;
-    if (!owner || unit >= p.tiles || row >= p.rows || n >= p.n) return nullptr;
-    return p.part + (static_cast<std::size_t>(sl) * p.n + n) * p.rows + row;
-  };
+// sums of the slice in part[slice][n][row] (owner: the warp holding the unit's sums) and takes the
+// group's ticket; the last of them adds the csplit partials of the group's rows in slice order (so the
+// result does not depend on which block finishes last; all of its threads, coalesced over rows, every
+// slice's load in flight at once), scales and stores them, and sets the ticket back to zero for the
+// next launch, which reads it only after its pdl_wait. The caller stores nothing itself.
+constexpr int kMaxColSplit = 16;
+template <int F, int kM, int kNT>
+__device__ __forceinline__ void split_finish(const SP& p, int tg, int slice, int unit, bool owner, int g, int t,
+                                             const float (&acc)[kM][kNT][4], int group_rows, int& last_flag) {
+  if (owner && unit < p.tiles) {
 #pragma unroll
-  for (int m = 0; m < kM; ++m)
+    for (int m = 0; m < kM; ++m)
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
+      for (int r = 0; r < 2; ++r) {
+        const int row = unit * 16 * kM + m * 16 + g + 8 * r;
+        if (row >= p.rows) continue;
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
+        for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
-          if (float* at = part_at(slice, m, r, nt, e)) __stcg(at, acc[m][nt][2 * r + e]);
+          for (int e = 0; e < 2; ++e) {
+            const int n = nt * 8 + 2 * t + e;
+            if (n < p.n) __stcg(p.part + (static_cast<std::size_t>(slice) * p.n + n) * p.rows + row, acc[m][nt][2 * r + e]);
+          }
+      }
+  }
   __threadfence();  // the partials before the ticket
   __syncthreads();
   if (threadIdx.x == 0) last_flag = atomicAdd(p.tickets + tg, 1u) == static_cast<unsigned>(p.csplit - 1);
   __syncthreads();
   const bool last = last_flag != 0;
   __syncthreads();  // last_flag is read by every thread before thread 0 can set it again
-  if (!last) return false;
+  if (!last) return;
   __threadfence();  // every slice's partials after its ticket
+  const int row0 = tg * group_rows, nr = min(group_rows, p.rows - row0);
+  const std::size_t stride = static_cast<std::size_t>(p.n) * p.rows;
+  for (int i = threadIdx.x; i < p.n * nr; i += blockDim.x) {
+    const int n = i / nr, row = row0 + (i - n * nr);
+    const float* src = p.part + static_cast<std::size_t>(n) * p.rows + row;
+    float v[kMaxColSplit];
 #pragma unroll
-  for (int m = 0; m < kM; ++m)
+    for (int sl = 0; sl < kMaxColSplit; ++sl) v[sl] = sl < p.csplit ? __ldcg(src + sl * stride) : 0.0f;
+    float sum = v[0];
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if (!part_at(0, m, r, nt, e)) continue;
-          float sum = 0.0f;
-          for (int sl = 0; sl < p.csplit; ++sl) sum += __ldcg(part_at(sl, m, r, nt, e));
-          acc[m][nt][2 * r + e] = sum;
-        }
+    for (int sl = 1; sl < kMaxColSplit; ++sl)
+      if (sl < p.csplit) sum += v[sl];
+    if constexpr (F != kI4) sum *= __ldg(p.row_scale + row);
+    const std::size_t at = static_cast<std::size_t>(n) * p.rows + row;
+    if (p.y_bf16) {
+      static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(sum);
+    } else {
+      float* y = static_cast<float*>(p.y) + at;
+      *y = p.accumulate ? *y + sum : sum;
+    }
+  }
   if (threadIdx.x == 0) p.tickets[tg] = 0;
-  return true;
 }
 
 template <int F, int kNT, int kS, int kM, bool kRing>
@@ -365,7 +376,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
     }
     bool store = true;
     if constexpr (!kRing) {
-      if (p.csplit > 1) store = split_finish<kM, kNT>(p, tg, it - tg * p.csplit, unit, ks == 0, g, t, acc, last_of_group);
+      if (p.csplit > 1) {
+        split_finish<F, kM, kNT>(p, tg, it - tg * p.csplit, unit, ks == 0, g, t, acc, kTPB * 16 * kM, last_of_group);
+        store = false;
+      }
     }
     if (store && ks == 0 && unit < p.tiles) {
 #pragma unroll

@@ -165,7 +165,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
         }
       }
     }
-    if (p.csplit > 1 && !split_finish<kM, kNT>(p, tg, slice, unit, true, g, t, acc, last_of_group)) continue;
+    if (p.csplit > 1) {
+      split_finish<F, kM, kNT>(p, tg, slice, unit, true, g, t, acc, kWarps * 16 * kM, last_of_group);
+      continue;
+    }
     if (unit < p.tiles) {
 #pragma unroll
       for (int m = 0; m < kM; ++m)

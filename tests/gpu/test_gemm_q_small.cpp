@@ -4,7 +4,8 @@
 // sum_c w_c x_c in double from cosmos::dequantize_row. Shapes: rows not a multiple of the 16-row tile,
 // the 7B decode matrices (q/k/v, down with 18,944 columns, gate/up), and token counts 1..64 (one n8
 // tile, several, a partial one, two passes of 32); fp32 output, accumulation into a filled y, and bf16
-// output; NaN-poisoned guards after y stay untouched. Each case runs the automatic launch plan with
+// output; NaN-poisoned guards after y stay untouched, and y is poisoned again before every run.
+// Each case runs the automatic launch plan with
 // PDL off and on, then forced plans (1, 2 and 4 row tiles per warp, 1-8 warps per tile, weights in
 // registers or through the shared-memory ring, x shared by the block with its columns split over 1-8
 // blocks, passes of 32 or 64 tokens). Split plans must also leave their tickets zero and give the same
@@ -153,8 +154,13 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
                              " split " + std::to_string(run.plan.split) + " feed " + std::to_string(run.plan.feed) +
                              " pass " + std::to_string(run.plan.pass) + " column split " + std::to_string(run.plan.col_split);
     kernels::set_pdl_enabled(run.pdl);
+    // y poisoned (NaN) before every run, or y0 to accumulate into: a launch that writes nothing fails.
     if (c.out == Out::f32_accumulate) yf.upload(y0);
+    else ASSERT_EQ(cudaMemset(c.out == Out::bf16 ? static_cast<void*>(yb.ptr) : static_cast<void*>(yf.ptr), 0xFF,
+                              ny * (c.out == Out::bf16 ? 2 : 4)),
+                   cudaSuccess);
     EXPECT_GT(kernels::launch_gemm_q_small(ar, nullptr), 0u);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess) << what;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> got(ny + 64);
     if (c.out == Out::bf16) {
@@ -181,6 +187,7 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
       for (unsigned v : tickets.download(tickets.n)) ASSERT_EQ(v, 0u) << "a ticket left set, " << what;
       if (c.out == Out::f32_accumulate) yf.upload(y0);
       EXPECT_GT(kernels::launch_gemm_q_small(ar, nullptr), 0u);
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess) << what;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       if (c.out == Out::bf16) {
         const auto raw = yb.download(ny);
