@@ -114,10 +114,16 @@ Shape shape_of(const QSmallArgs& a, int n) {
   return s;
 }
 
-Kernel pick(int f, int nt, int ks, int km, int feed) {
+Kernel pick(int f, int nt, int ks, int km, int feed, bool col_split) {
   if (feed == 3) {  // one warp per unit (kS = 1)
     if (ks != 1) return nullptr;
     return f == kI8 ? qsmall::pick_xs<kI8>(nt, km) : f == kF8 ? qsmall::pick_xs<kF8>(nt, km) : qsmall::pick_xs<kI4>(nt, km);
+  }
+  if (col_split) {  // registers only
+    if (feed != 1) return nullptr;
+    return f == kI8 ? qsmall::pick_col_split<kI8>(nt, ks, km)
+           : f == kF8 ? qsmall::pick_col_split<kF8>(nt, ks, km)
+                      : qsmall::pick_col_split<kI4>(nt, ks, km);
   }
   const bool ring = feed == 2;
   return f == kI8 ? qsmall::pick<kI8>(nt, ks, km, ring)
@@ -139,7 +145,7 @@ Launch launch_for(const Shape& s, int km, int ks, int feed, int cs = 1) {
   if (feed == 2 && cs > 1) return l;  // the ring's refill cursor walks whole units
   const std::size_t smem = feed == 3 ? qsmall::smem_bytes_xs(s.f, s.nt, km) : qsmall::smem_bytes(s.f, s.nt, ks, km, feed == 2);
   if (smem > static_cast<std::size_t>(gemv_common::device_shape().smem_optin)) return l;
-  l.kernel = pick(s.f, s.nt, ks, km, feed);
+  l.kernel = pick(s.f, s.nt, ks, km, feed, feed == 1 && std::min(cs, s.chunks) > 1);
   if (!l.kernel) return l;
   const Built b = built(l.kernel, smem);
   l.km = km;
@@ -308,6 +314,9 @@ const char* gemm_q_small_unsupported(const QSmallArgs& a) {
       pl.col_split != 16)
     return "plan.col_split must be 0 (automatic), 1, 2, 4, 8 or 16";
   if (pl.col_split > 1 && pl.feed == 2) return "plan.col_split > 1 takes feed 1 or 3, not the ring";
+  if (pl.col_split > 1 && pl.feed != 3 && ((pl.m_tiles != 0 && pl.m_tiles != 2 && pl.m_tiles != 4) ||
+                                           (pl.split != 0 && pl.split != 4 && pl.split != 8)))
+    return "plan.col_split > 1 with weights in registers is built for m_tiles 2 or 4 and split 4 or 8";
   if (pl.col_split > 1) {
     // Room for the worst case of the plan: one unit group per 16 rows (m_tiles 1, split 8).
     const std::size_t need = static_cast<std::size_t>(pl.col_split) * static_cast<std::size_t>(std::min(a.n, pass_tokens(a))) *

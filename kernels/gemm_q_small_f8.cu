@@ -11,6 +11,11 @@ Kernel pick<kF8>(int nt, int ks, int km, bool ring) {
 }
 
 template <>
+Kernel pick_col_split<kF8>(int nt, int ks, int km) {
+  return pick_col_split_format<kF8>(nt, ks, km);
+}
+
+template <>
 Kernel pick_xs<kF8>(int nt, int km) {
   return pick_xs_format<kF8>(nt, km);
 }

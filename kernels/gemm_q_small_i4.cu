@@ -11,6 +11,11 @@ Kernel pick<kI4>(int nt, int ks, int km, bool ring) {
 }
 
 template <>
+Kernel pick_col_split<kI4>(int nt, int ks, int km) {
+  return pick_col_split_format<kI4>(nt, ks, km);
+}
+
+template <>
 Kernel pick_xs<kI4>(int nt, int km) {
   return pick_xs_format<kI4>(nt, km);
 }

@@ -215,8 +215,9 @@ __device__ __forceinline__ void split_finish(const SP& p, int tg, int slice, int
   if (threadIdx.x == 0) p.tickets[tg] = 0;
 }
 
-template <int F, int kNT, int kS, int kM, bool kRing>
+template <int F, int kNT, int kS, int kM, bool kRing, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_small_kernel(const SP p) {
+  static_assert(!(kRing && kSplit), "the ring's refill cursor walks whole units");
   constexpr int kTPB = kWarps / kS;             // row units a block works on at once
   constexpr int kD = 4 / kM;                    // registers: chunks per batch of weight loads
   constexpr int kR = ring_slots(kM, kRing);     // ring: slots per warp
@@ -228,10 +229,17 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
   const int g = lane >> 2, t = lane & 3;
   const int ts = warp / kS, ks = warp % kS;
   const int nchunks = ks < p.chunks ? (p.chunks - ks + kS - 1) / kS : 0;  // this warp's chunks of a unit (ring)
-  // Items: unit groups x slices of their chunks (p.csplit, registers only; the ring takes 1). Item it's
-  // group, first chunk c0 and this warp's chunks of it nch (c0 + ks + i kS, i < nch).
-  const int items = p.tile_groups * p.csplit;
+  // Items: unit groups x slices of their chunks (p.csplit; kSplit kernels only, the others take whole
+  // units and compile to no more than they did before splits existed: registers decide their
+  // occupancy). Item it's group, first chunk c0 and this warp's chunks of it nch (c0 + ks + i kS).
+  const int items = kSplit ? p.tile_groups * p.csplit : p.tile_groups;
   auto slice_of = [&](int it, int& tg, int& c0, int& nch) {
+    if constexpr (!kSplit) {
+      tg = it;
+      c0 = 0;
+      nch = nchunks;
+      return;
+    }
     tg = it / p.csplit;
     const int sl = it - tg * p.csplit;
     c0 = sl * p.chunks / p.csplit;
@@ -306,7 +314,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
   pdl_wait();  // x and y from here on
   pdl_launch_dependents();
 
-  [[maybe_unused]] __shared__ int last_of_group;
   int slot = 0;
   for (int it = blockIdx.x; it < items; it += gridDim.x) {
     int tg, c0, nch;
@@ -375,11 +382,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
       }
     }
     bool store = true;
-    if constexpr (!kRing) {
-      if (p.csplit > 1) {
-        split_finish<F, kM, kNT>(p, tg, it - tg * p.csplit, unit, ks == 0, g, t, acc, kTPB * 16 * kM, last_of_group);
-        store = false;
-      }
+    if constexpr (kSplit) {
+      __shared__ int last_of_group;
+      split_finish<F, kM, kNT>(p, tg, it - tg * p.csplit, unit, ks == 0, g, t, acc, kTPB * 16 * kM, last_of_group);
+      store = false;
     }
     if (store && ks == 0 && unit < p.tiles) {
 #pragma unroll
@@ -464,5 +470,35 @@ Kernel pick_format(int nt, int ks, int km, bool ring) {
   if (km == 2) return ring ? pick_nt<F, 2, true>(nt, ks) : pick_nt<F, 2, false>(nt, ks);
   return ring ? nullptr : pick_nt<F, 4, false>(nt, ks);
 }
+
+// Kernels whose unit groups' columns split over blocks (registers; 16 per format): 2 row tiles per
+// warp at every token-tile count and 4 up to 2 token tiles, 4 or 8 warps per unit, what the tuned
+// plans with col_split > 1 use (the int4 o and down products, session 26). nullptr otherwise.
+template <int F, int kNT, int kM>
+Kernel pick_col_split_ks(int ks) {
+  return ks == 4 ? gemm_q_small_kernel<F, kNT, 4, kM, false, true> : ks == 8 ? gemm_q_small_kernel<F, kNT, 8, kM, false, true> : nullptr;
+}
+template <int F>
+Kernel pick_col_split_format(int nt, int ks, int km) {
+  if (km == 4) return nt == 1 ? pick_col_split_ks<F, 1, 4>(ks) : nt == 2 ? pick_col_split_ks<F, 2, 4>(ks) : nullptr;
+  if (km != 2) return nullptr;
+  switch (nt) {
+    case 1: return pick_col_split_ks<F, 1, 2>(ks);
+    case 2: return pick_col_split_ks<F, 2, 2>(ks);
+    case 3: return pick_col_split_ks<F, 3, 2>(ks);
+    case 4: return pick_col_split_ks<F, 4, 2>(ks);
+    case 6: return pick_col_split_ks<F, 6, 2>(ks);
+    case 8: return pick_col_split_ks<F, 8, 2>(ks);
+    default: return nullptr;
+  }
+}
+template <int F>
+Kernel pick_col_split(int nt, int ks, int km);
+template <>
+Kernel pick_col_split<kI8>(int nt, int ks, int km);
+template <>
+Kernel pick_col_split<kF8>(int nt, int ks, int km);
+template <>
+Kernel pick_col_split<kI4>(int nt, int ks, int km);
 
 }  // namespace cosmos::kernels::qsmall

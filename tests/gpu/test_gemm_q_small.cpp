@@ -145,7 +145,7 @@ TEST_P(GemmQSmall, MatchesFloat64OnTheSameBytes) {
                            {true, {1, 4, 2, 64}}, {true, {2, 2, 2, 64}}, {true, {1, 8, 1, 64}}, {true, {2, 1, 1, 64}},
                            {true, {1, 1, 3, 0}},  {true, {2, 1, 3, 64}}, {false, {1, 1, 3, 64}}, {true, {1, 1, 3, 0, 2}},
                            {true, {1, 1, 3, 64, 8}}, {true, {2, 1, 3, 0, 4}}, {false, {1, 1, 3, 32, 16}},
-                           {true, {1, 8, 1, 0, 16}}, {true, {2, 4, 1, 64, 4}}, {true, {1, 1, 1, 0, 2}}, {false, {4, 2, 1, 0, 8}}};
+                           {true, {2, 8, 1, 0, 16}}, {true, {2, 4, 1, 64, 4}}, {true, {2, 4, 1, 0, 2}}, {false, {4, 8, 1, 0, 8}}};
   for (const Run& run : runs) {
     kernels::QSmallArgs ar = a;
     ar.plan = run.plan;
@@ -284,6 +284,10 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   a.plan = {2, 8, 2, 0, 8};  // not with the ring
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
   a.plan = {2, 8, 1, 0, 3};  // column splits: 1, 2, 4, 8 or 16
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {1, 8, 1, 0, 2};  // registers with column splits: built for m_tiles 2 or 4, split 4 or 8
+  EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
+  a.plan = {2, 2, 1, 0, 2};
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
   a.scratch = {};
   a.plan = {2, 8, 4, 0};  // feed: 1 registers, 2 ring, 3 x shared
