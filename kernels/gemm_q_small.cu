@@ -142,7 +142,7 @@ struct Launch {
 Launch launch_for(const Shape& s, int km, int ks, int feed, int cs = 1) {
   Launch l;
   if (feed >= 2 && !s.scales4) return l;
-  if (feed == 2 && cs > 1) return l;  // the ring's refill cursor walks whole units
+  if (feed >= 2 && cs > 1) return l;  // columns split over blocks: weights in registers only
   const std::size_t smem = feed == 3 ? qsmall::smem_bytes_xs(s.f, s.nt, km) : qsmall::smem_bytes(s.f, s.nt, ks, km, feed == 2);
   if (smem > static_cast<std::size_t>(gemv_common::device_shape().smem_optin)) return l;
   l.kernel = pick(s.f, s.nt, ks, km, feed, feed == 1 && std::min(cs, s.chunks) > 1);
@@ -313,9 +313,9 @@ const char* gemm_q_small_unsupported(const QSmallArgs& a) {
   if (pl.col_split != 0 && pl.col_split != 1 && pl.col_split != 2 && pl.col_split != 4 && pl.col_split != 8 &&
       pl.col_split != 16)
     return "plan.col_split must be 0 (automatic), 1, 2, 4, 8 or 16";
-  if (pl.col_split > 1 && pl.feed == 2) return "plan.col_split > 1 takes feed 1 or 3, not the ring";
-  if (pl.col_split > 1 && pl.feed != 3 && ((pl.m_tiles != 0 && pl.m_tiles != 2 && pl.m_tiles != 4) ||
-                                           (pl.split != 0 && pl.split != 4 && pl.split != 8)))
+  if (pl.col_split > 1 && pl.feed >= 2) return "plan.col_split > 1 takes weights in registers (feed 1)";
+  if (pl.col_split > 1 && ((pl.m_tiles != 0 && pl.m_tiles != 2 && pl.m_tiles != 4) ||
+                           (pl.split != 0 && pl.split != 4 && pl.split != 8)))
     return "plan.col_split > 1 with weights in registers is built for m_tiles 2 or 4 and split 4 or 8";
   if (pl.col_split > 1) {
     // Room for the worst case of the plan: one unit group per 16 rows (m_tiles 1, split 8).

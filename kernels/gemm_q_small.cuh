@@ -23,8 +23,8 @@ inline constexpr int kQSmallMaxTokens = 64;  // what launch_gemm_q_small takes
 // how weights reach a warp (1: register batches of 4 KB per warp; 2: a shared-memory ring of 8 KB
 // per warp filled by cp.async, m_tiles 1 or 2; 3: the ring, with each chunk of x copied once per
 // block into shared memory, split 1), pass the tokens per pass over the weights (32 or 64), and
-// col_split the blocks sharing a unit group's columns (1, 2, 4, 8 or 16; feed 1 or 3), whose partial
-// sums meet in QSmallArgs::scratch. For tests and the benchmark; the engine sets feed 1 (registers)
+// col_split the blocks sharing a unit group's columns (1, 2, 4, 8 or 16; feed 1, m_tiles 2 or 4,
+// split 4 or 8), whose partial sums meet in QSmallArgs::scratch. For tests and the benchmark; the engine sets feed 1 (registers)
 // below its ring threshold and leaves the rest automatic.
 struct QSmallPlan {
   int m_tiles = 0, split = 0, feed = 0, pass = 0, col_split = 0;

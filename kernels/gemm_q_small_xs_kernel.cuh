@@ -13,10 +13,6 @@ namespace cosmos::kernels::qsmall {
 // block (not once per warp), in the same cp.async groups as the warps' weight rings (kXR slots each),
 // and one block barrier per chunk makes a chunk's x visible and frees the slot used before it.
 // Token rows of a stage are padded by 16 bytes so the 8-byte B pieces of 8 tokens hit distinct banks.
-// With csplit > 1 a unit group's chunks are split into csplit contiguous slices, each an item of its
-// own (so matrices of few unit groups still fill the GPU); a slice's block stores its unscaled sums
-// in part[slice], takes a ticket, and the group's last block adds the csplit partials in slice order,
-// scales and stores them, and sets the ticket back to zero.
 __host__ __device__ constexpr int xs_slots(int km) { return 6 / km; }
 template <int F>
 constexpr int kXRowBytes = kChunkCols<F> * 2 + 16;
@@ -67,47 +63,27 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
       mma::cp_async_16(mma::smem_u32(xst + slot * kStageB + row * kRowB + pc * 16), src, row < p.n);
     }
   };
-  // The block's stream of (item, chunk), item = unit group x slice of its chunks; all warps walk it
-  // in step. A cursor divides only when it enters an item (the per-chunk path has no division).
-  const int items = p.tile_groups * p.csplit;
-  struct Cursor {
-    int it, c, end, unit0;  // item, chunk, the item's chunk end, its first unit
+  // The block's stream of items (unit group, chunk); all warps walk it in step.
+  auto advance = [&](int& tg, int& c) {
+    if (++c == p.chunks) c = 0, tg += gridDim.x;
   };
-  auto enter = [&](Cursor& k, int it) {
-    k.it = it;
-    if (it >= items) return;
-    const int tg = it / p.csplit, slice = it - tg * p.csplit;
-    k.c = slice * p.chunks / p.csplit;
-    k.end = (slice + 1) * p.chunks / p.csplit;
-    k.unit0 = tg * kWarps;
-  };
-  auto advance = [&](Cursor& k) {
-    if (++k.c == k.end) enter(k, k.it + static_cast<int>(gridDim.x));
-  };
-  Cursor wk{}, rk{};
-  enter(wk, blockIdx.x);
+  int wtg = blockIdx.x, wc = 0;
 #pragma unroll
   for (int s = 0; s < kR - 1; ++s) {
-    if (wk.it < items) {
-      issue_w(s, wk.unit0 + warp, wk.c);
-      advance(wk);
-    }
+    if (wtg < p.tile_groups) issue_w(s, wtg * kWarps + warp, wc);
+    advance(wtg, wc);
   }
   pdl_wait();  // x and y from here on
   pdl_launch_dependents();
-  enter(rk, blockIdx.x);
+  int rtg = blockIdx.x, rc = 0;
 #pragma unroll
   for (int s = 0; s < kR - 1; ++s) {
-    if (rk.it < items) {
-      issue_x(s, rk.c);
-      advance(rk);
-    }
+    if (rtg < p.tile_groups) issue_x(s, rc);
+    advance(rtg, rc);
     mma::cp_async_commit();  // group s: x item s (group 0 also every prologue weight)
   }
-  __shared__ int last_of_group;
-  int j = 0;  // chunk index in the stream; its slot is j % kR
-  for (int it = blockIdx.x; it < items; it += gridDim.x) {
-    const int tg = it / p.csplit, slice = it - tg * p.csplit;
+  int j = 0;  // item index; its slot is j % kR
+  for (int tg = blockIdx.x; tg < p.tile_groups; tg += gridDim.x) {
     const int unit = tg * kWarps + warp;
     float acc[kM][kNT][4];
 #pragma unroll
@@ -116,15 +92,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.0f;
-    for (int c = slice * p.chunks / p.csplit, ce = (slice + 1) * p.chunks / p.csplit; c < ce; ++c, ++j) {
-      mma::cp_async_wait<kR - 2>();  // this thread's copies of chunk j are done
-      __syncthreads();               // everyone's: chunk j's x is visible, chunk j - 1's slot is free
+    for (int c = 0; c < p.chunks; ++c, ++j) {
+      mma::cp_async_wait<kR - 2>();  // this thread's copies of item j are done
+      __syncthreads();               // everyone's: item j's x is visible, item j - 1's slot is free
       const int fill = (j + kR - 1) % kR;
-      if (rk.it < items) {
-        issue_w(fill, rk.unit0 + warp, rk.c);
-        issue_x(fill, rk.c);
-        advance(rk);
+      if (rtg < p.tile_groups) {
+        issue_w(fill, rtg * kWarps + warp, rc);
+        issue_x(fill, rc);
       }
+      advance(rtg, rc);
       mma::cp_async_commit();
       const int slot = j % kR;
       uint4 A[kM][2];
@@ -164,10 +140,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
           }
         }
       }
-    }
-    if (p.csplit > 1) {
-      split_finish<F, kM, kNT>(p, tg, slice, unit, true, g, t, acc, kWarps * 16 * kM, last_of_group);
-      continue;
     }
     if (unit < p.tiles) {
 #pragma unroll
