@@ -157,6 +157,37 @@ __device__ __forceinline__ void chunk_product(const SP& p, int c, int g, int t, 
   }
 }
 
+// Scales a unit's sums (int8 / fp8 by the row scale) and stores them into y (bf16, fp32, or added to
+// fp32), rows and tokens past the matrix skipped.
+template <int F, int kM, int kNT>
+__device__ __forceinline__ void store_unit(const SP& p, int unit, int g, int t, const float (&acc)[kM][kNT][4]) {
+  if (unit >= p.tiles) return;
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = unit * 16 * kM + m * 16 + g + 8 * r;
+      if (row >= p.rows) continue;
+      const float scale = F == kI4 ? 1.0f : __ldg(p.row_scale + row);
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int n = nt * 8 + 2 * t + e;
+          if (n >= p.n) continue;
+          const float v = acc[m][nt][2 * r + e] * scale;
+          const std::size_t at = static_cast<std::size_t>(n) * p.rows + row;
+          if (p.y_bf16) {
+            static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(v);
+          } else {
+            float* y = static_cast<float*>(p.y) + at;
+            *y = p.accumulate ? *y + v : v;
+          }
+        }
+      }
+    }
+}
+
 // Plans that split a unit group's chunks over p.csplit blocks (slices): each block stores its unscaled
 // sums of the slice in part[slice][n][row] (owner: the warp holding the unit's sums) and takes the
 // group's ticket; the last of them adds the csplit partials of the group's rows in slice order (so the
@@ -387,32 +418,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
       split_finish<F, kM, kNT>(p, tg, it - tg * p.csplit, unit, ks == 0, g, t, acc, kTPB * 16 * kM, last_of_group);
       store = false;
     }
-    if (store && ks == 0 && unit < p.tiles) {
-#pragma unroll
-      for (int m = 0; m < kM; ++m)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = unit * 16 * kM + m * 16 + g + 8 * r;
-          if (row >= p.rows) continue;
-          const float scale = F == kI4 ? 1.0f : __ldg(p.row_scale + row);
-#pragma unroll
-          for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int n = nt * 8 + 2 * t + e;
-              if (n >= p.n) continue;
-              const float v = acc[m][nt][2 * r + e] * scale;
-              const std::size_t at = static_cast<std::size_t>(n) * p.rows + row;
-              if (p.y_bf16) {
-                static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(v);
-              } else {
-                float* y = static_cast<float*>(p.y) + at;
-                *y = p.accumulate ? *y + v : v;
-              }
-            }
-          }
-        }
-    }
+    if (store && ks == 0) store_unit<F, kM, kNT>(p, unit, g, t, acc);
     if constexpr (kS > 1) __syncthreads();  // red is reused by the next unit group
     // Registers: the next unit group's first batch of weights.
     if constexpr (!kRing) {

@@ -141,32 +141,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
         }
       }
     }
-    if (unit < p.tiles) {
-#pragma unroll
-      for (int m = 0; m < kM; ++m)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = unit * 16 * kM + m * 16 + g + 8 * r;
-          if (row >= p.rows) continue;
-          const float scale = F == kI4 ? 1.0f : __ldg(p.row_scale + row);
-#pragma unroll
-          for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int n = nt * 8 + 2 * t + e;
-              if (n >= p.n) continue;
-              const float v = acc[m][nt][2 * r + e] * scale;
-              const std::size_t at = static_cast<std::size_t>(n) * p.rows + row;
-              if (p.y_bf16) {
-                static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16_rn(v);
-              } else {
-                float* y = static_cast<float*>(p.y) + at;
-                *y = p.accumulate ? *y + v : v;
-              }
-            }
-          }
-        }
-    }
+    store_unit<F, kM, kNT>(p, unit, g, t, acc);
   }
   mma::cp_async_wait<0>();  // nothing in flight into shared memory at exit
 }
