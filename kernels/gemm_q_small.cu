@@ -27,8 +27,11 @@
 // shape (QSmallPlan) so the units spread evenly over the resident blocks. The kS partial sums meet in
 // shared memory in warp order (deterministic), and warp 0 of the unit scales and stores. Weights reach
 // a warp in register batches of 4 / kM chunks or through a shared-memory ring of 8 KB per warp (the
-// kernel and both feeds: kernels/gemm_q_small_kernel.cuh), the first before pdl_wait(). A pass takes
-// up to 32 or 64 tokens (4 or 8 token tiles), also part of the plan.
+// kernel and both feeds: kernels/gemm_q_small_kernel.cuh), the first before pdl_wait(), or with x
+// shared by the block (kernels/gemm_q_small_xs_kernel.cuh). A pass takes up to 32 or 64 tokens (4 or
+// 8 token tiles), also part of the plan. Matrices of few unit groups (the 3,584-row o and down) may
+// split each group's columns over 2-16 blocks, whose partial sums meet in the caller's scratch and are
+// added in a fixed order by the group's last block (split_finish).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
