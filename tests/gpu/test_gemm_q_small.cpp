@@ -221,7 +221,9 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmQSmall, ::testing::ValuesIn(cases()), case_name);
 
-TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
+// An int8 16 x 256 matrix times n tokens over static host buffers, for what gemm_q_small_unsupported
+// and gemm_q_small_plan decide (nothing is launched on them).
+kernels::QSmallArgs int8_16x256(int n) {
   kernels::QSmallArgs a;
   alignas(16) static std::uint8_t q[64 * 256];
   alignas(16) static std::uint16_t x[64 * 256];
@@ -232,7 +234,13 @@ TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
   a.x = x;
   a.rows = 16;
   a.cols = 256;
-  a.n = 4;
+  a.n = n;
+  return a;
+}
+
+TEST(GemmQSmallShapes, RefusesWhatItCannotRun) {
+  kernels::QSmallArgs a = int8_16x256(4);
+  alignas(16) static std::uint16_t x[64 * 256];
   EXPECT_EQ(kernels::gemm_q_small_unsupported(a), nullptr);
   a.n = 0;
   EXPECT_NE(kernels::gemm_q_small_unsupported(a), nullptr);
@@ -337,17 +345,7 @@ TEST(GemmQSmallPlans, TablesSetAtRunTime) {
   // The two-row table is still set: on a tuned-kind GPU a 16 x 256 int8 pass of 8 tokens takes it.
   const auto gq = kernels::query_gpus();
   if (!gq.gpus.empty() && gq.gpus[0].multiprocessors == 132) {
-    kernels::QSmallArgs a;
-    alignas(16) static std::uint8_t q[16 * 256];
-    alignas(16) static std::uint16_t x[8 * 256];
-    alignas(16) static float s[16];
-    a.w.kind = kernels::QuantKind::int8_row;
-    a.w.q = q;
-    a.w.row_scale = s;
-    a.x = x;
-    a.rows = 16;
-    a.cols = 256;
-    a.n = 8;
+    kernels::QSmallArgs a = int8_16x256(8);
     a.plan.feed = 1;
     const kernels::QSmallPlan p = kernels::gemm_q_small_plan(a);
     EXPECT_EQ(p.m_tiles, 2);
