@@ -123,6 +123,29 @@ __device__ __forceinline__ void b_regs(const uint4& v, int s, unsigned& b0, unsi
   }
 }
 
+// The two k-steps of x piece v (2 v, 2 v + 1) for every row tile and token tile: X[nt] the lane's
+// piece of token tile nt, A / S / M as in chunk_product.
+template <int F, int kNT, int kM>
+__device__ __forceinline__ void piece_product(int v, const uint4 (&X)[kNT], const uint4 (&A)[kM][2],
+                                              const unsigned (&S)[kM][2], const unsigned (&M)[kM][2],
+                                              float (&acc)[kM][kNT][4]) {
+#pragma unroll
+  for (int s = 2 * v; s < 2 * v + 2; ++s) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      unsigned a[4];
+      a_pairs<F>(A[m][0], s, S[m][0], M[m][0], a[0], a[2]);
+      a_pairs<F>(A[m][1], s, S[m][1], M[m][1], a[1], a[3]);
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        unsigned b0, b1;
+        b_regs<F>(X[nt], s, b0, b1);
+        mma::mma_bf16(acc[m][nt], a, b0, b1);
+      }
+    }
+  }
+}
+
 // One chunk c of a unit: A[m][r] the 16-byte pieces of rows g, g + 8 of tile m, S / M int4's bf16
 // (s, s) and (m, m) pairs of those rows, acc the unit's sums.
 template <int F, int kNT, int kM>
@@ -139,21 +162,7 @@ __device__ __forceinline__ void chunk_product(const SP& p, int c, int g, int t, 
       X[nt] = n < p.n ? __ldg(reinterpret_cast<const uint4*>(xc + static_cast<std::size_t>(n) * p.cols) + kXVecs<F> * t + v)
                       : make_uint4(0, 0, 0, 0);
     }
-#pragma unroll
-    for (int s = 2 * v; s < 2 * v + 2; ++s) {
-#pragma unroll
-      for (int m = 0; m < kM; ++m) {
-        unsigned a[4];
-        a_pairs<F>(A[m][0], s, S[m][0], M[m][0], a[0], a[2]);
-        a_pairs<F>(A[m][1], s, S[m][1], M[m][1], a[1], a[3]);
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          unsigned b0, b1;
-          b_regs<F>(X[nt], s, b0, b1);
-          mma::mma_bf16(acc[m][nt], a, b0, b1);
-        }
-      }
-    }
+    piece_product<F, kNT, kM>(v, X, A, S, M, acc);
   }
 }
 

@@ -124,21 +124,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
           X[nt] = *reinterpret_cast<const uint4*>(xs + (nt * 8 + g) * kRowB + (kXVecs<F> * t + v) * 16);
-#pragma unroll
-        for (int s = 2 * v; s < 2 * v + 2; ++s) {
-#pragma unroll
-          for (int m = 0; m < kM; ++m) {
-            unsigned a[4];
-            a_pairs<F>(A[m][0], s, S[m][0], M[m][0], a[0], a[2]);
-            a_pairs<F>(A[m][1], s, S[m][1], M[m][1], a[1], a[3]);
-#pragma unroll
-            for (int nt = 0; nt < kNT; ++nt) {
-              unsigned b0, b1;
-              b_regs<F>(X[nt], s, b0, b1);
-              mma::mma_bf16(acc[m][nt], a, b0, b1);
-            }
-          }
-        }
+        piece_product<F, kNT, kM>(v, X, A, S, M, acc);
       }
     }
     store_unit<F, kM, kNT>(p, unit, g, t, acc);
