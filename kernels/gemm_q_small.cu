@@ -373,6 +373,14 @@ int gemm_q_small_set_plans(const std::string& text, std::string* why) {
       if (why) *why = "line " + std::to_string(number) + ": unknown format k" + f;
       return -1;
     }
+    for (const TunedPlan& r : rows)
+      if (r.f == t.f && r.rows == t.rows && r.cols == t.cols && r.nt == t.nt) {
+        // The first matching row would win and this one would be silently ignored.
+        if (why) *why = "line " + std::to_string(number) + " repeats the shape of an earlier row (k" + f + ", " +
+                        std::to_string(t.rows) + " x " + std::to_string(t.cols) + ", " + std::to_string(t.nt) +
+                        " token tiles): " + line;
+        return -1;
+      }
     rows.push_back(t);
   }
   const std::lock_guard<std::mutex> lock(plans_mu);

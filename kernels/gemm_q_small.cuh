@@ -76,7 +76,7 @@ QSmallPlan gemm_q_small_plan(const QSmallArgs& a);
 // per line, as bench_gemm_q_small --table prints them ("TABLE" prefixes, comments and blank lines
 // skipped), so plan tables can be compared in the engine without a rebuild; empty text restores the
 // built-in table. Returns the rows taken, or -1 with *why set and the table unchanged when a line does
-// not parse.
+// not parse or repeats an earlier row's format, shape and token tiles.
 int gemm_q_small_set_plans(const std::string& text, std::string* why);
 
 }  // namespace cosmos::kernels

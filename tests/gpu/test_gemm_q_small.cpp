@@ -342,6 +342,12 @@ TEST(GemmQSmallPlans, TablesSetAtRunTime) {
   EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2, 4, 1, 0, 0, 0, 0},\n{kQ9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10},\n", &why), -1);
   EXPECT_NE(why.find("line 2"), std::string::npos) << why;
   EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2, 4, 0, 0, 0},\n", &why), -1);  // the old 9-field rows
+  // Two rows for one shape: the second would never be taken.
+  EXPECT_EQ(kernels::gemm_q_small_set_plans("{kI8, 16, 256, 1, 2, 4, 1, 0, 0, 0, 0},\n{kI4, 16, 256, 1, 1, 2, 1, 0, 0, 0, 0},\n"
+                                            "{kI8, 16, 256, 1, 1, 8, 1, 0, 0, 0, 0},\n",
+                                            &why),
+            -1);
+  EXPECT_NE(why.find("line 3 repeats"), std::string::npos) << why;
   // The two-row table is still set: on a tuned-kind GPU a 16 x 256 int8 pass of 8 tokens takes it.
   const auto gq = kernels::query_gpus();
   if (!gq.gpus.empty() && gq.gpus[0].multiprocessors == 132) {
