@@ -30,7 +30,7 @@ echo "$tok" > .carry/tokenizer_path
 # The device call carries at most 64 MiB with the source tree, which .carry alone nearly fills: a
 # compressed copy travels instead; unpack it there first:
 #   carry [".carry_pack"], command: tar -xJf .carry_pack/carry.tar.xz && tests/gpu/run.sh --prebuilt .carry ...
-# xz -9's 64 MiB dictionary finds the kernels' device code that several test binaries each carry
-# (~19 MB apiece): 19 MB packed instead of 64 MB with the default level.
+# xz -9's 64 MiB dictionary finds the device code that several binaries share (the kernels each test
+# links), which the default level's 8 MiB dictionary packs once per binary.
 rm -rf .carry_pack && mkdir -p .carry_pack && tar -cf - .carry | xz -9 -T1 > .carry_pack/carry.tar.xz
 du -sh .carry .carry_pack
