@@ -166,6 +166,29 @@ __device__ __forceinline__ void chunk_product(const SP& p, int c, int g, int t, 
   }
 }
 
+// A warp's fragments of one ring slot: its kM x 2 weight vectors and, for int4, the group scale and
+// minimum of each fragment row at chunk c as bf16 pairs (the 32-bit ring word holds two groups' halves).
+template <int F, int kM>
+__device__ __forceinline__ void ring_fragments(const SP& p, const uint4* wring, const unsigned* sring, int slot,
+                                               int unit, int c, int g, int lane, uint4 (&A)[kM][2],
+                                               unsigned (&S)[kM][2], unsigned (&M)[kM][2]) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int at = (slot * kM + m) * 2 + r;
+      A[m][r] = wring[at * 32 + lane];
+      if constexpr (F == kI4) {
+        const int row = min(unit * 16 * kM + m * 16 + g + 8 * r, p.rows - 1);
+        const int sh = static_cast<int>((static_cast<std::size_t>(row) * p.groups + c) & 1) * 16;
+        const unsigned s = (sring[(at * 2 + 0) * 32 + lane] >> sh) & 0xFFFFu;
+        const unsigned z = (sring[(at * 2 + 1) * 32 + lane] >> sh) & 0xFFFFu;
+        S[m][r] = s | (s << 16);
+        M[m][r] = z | (z << 16);
+      }
+    }
+}
+
 // Scales a unit's sums (int8 / fp8 by the row scale) and stores them into y (bf16, fp32, or added to
 // fp32), rows and tokens past the matrix skipped.
 template <int F, int kM, int kNT>
@@ -373,18 +396,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, kRing)) gemm_q_s
           mma::cp_async_wait<kR - 1>();
           uint4 A[kM][2];
           unsigned S[kM][2] = {}, M[kM][2] = {};
-#pragma unroll
-          for (int m = 0; m < kM; ++m)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int at = (slot * kM + m) * 2 + r;
-              A[m][r] = wring[at * 32 + lane];
-              if constexpr (F == kI4) {
-                const int sh = static_cast<int>((static_cast<std::size_t>(row_of(unit, m, r)) * p.groups + c) & 1) * 16;
-                S[m][r] = pair_of((sring[(at * 2 + 0) * 32 + lane] >> sh) & 0xFFFFu);
-                M[m][r] = pair_of((sring[(at * 2 + 1) * 32 + lane] >> sh) & 0xFFFFu);
-              }
-            }
+          ring_fragments<F, kM>(p, wring, sring, slot, unit, c, g, lane, A, S, M);
           chunk_product<F, kNT, kM>(p, c, g, t, A, S, M, acc);
           refill(slot);  // the slot's values are in registers and used: copy the chunk kR ahead into it
           slot = slot + 1 == kR ? 0 : slot + 1;

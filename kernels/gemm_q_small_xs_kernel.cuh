@@ -38,7 +38,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
   unsigned char* xst = reinterpret_cast<unsigned char*>(smem + static_cast<std::size_t>(kWarps) * kR * kSlot) +
                        (F == kI4 ? static_cast<std::size_t>(kWarps) * kR * kSlot * 2 * 4 : 0);  // [kR][kNT 8][kRowB]
   auto row_of = [&](int u, int m, int r) { return min(u * 16 * kM + m * 16 + g + 8 * r, p.rows - 1); };
-  auto pair_of = [](unsigned v) { return v | (v << 16); };
   auto issue_w = [&](int slot, int u, int c) {
 #pragma unroll
     for (int m = 0; m < kM; ++m)
@@ -105,18 +104,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kNT, kM, true)) gemm_q_sm
       const int slot = j % kR;
       uint4 A[kM][2];
       unsigned S[kM][2] = {}, M[kM][2] = {};
-#pragma unroll
-      for (int m = 0; m < kM; ++m)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int at = (slot * kM + m) * 2 + r;
-          A[m][r] = wring[at * 32 + lane];
-          if constexpr (F == kI4) {
-            const int sh = static_cast<int>((static_cast<std::size_t>(row_of(unit, m, r)) * p.groups + c) & 1) * 16;
-            S[m][r] = pair_of((sring[(at * 2 + 0) * 32 + lane] >> sh) & 0xFFFFu);
-            M[m][r] = pair_of((sring[(at * 2 + 1) * 32 + lane] >> sh) & 0xFFFFu);
-          }
-        }
+      ring_fragments<F, kM>(p, wring, sring, slot, unit, c, g, lane, A, S, M);
       const unsigned char* xs = xst + slot * kStageB;
 #pragma unroll
       for (int v = 0; v < kXVecs<F>; ++v) {
