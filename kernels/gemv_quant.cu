@@ -6,7 +6,9 @@
 //
 // Work unit: a warp takes an "item" of kR weight rows: kR = 2 (rows 2t and 2t + 1, with SwiGLU gate
 // row t and up row t + F: every x value read serves two rows, half the x traffic per weight) or
-// kR = 1 (row t: as many items as rows, so the small matrices keep every warp busy). Lane l reads the
+// kR = 1 (row t: as many items as rows, so the small matrices keep every warp busy), or, int4 rows
+// read as 8-byte vectors, kR = 4 (rows 4t .. 4t + 3, or SwiGLU gate rows 2t, 2t + 1 and their up
+// rows; 2 blocks per SM for the 56 weight registers). Lane l reads the
 // 16-byte vectors l, l + 32, .., l + 32 (kU - 1) of each row per step (coalesced), kU = 4 or 8 load
 // slots per row (int4 rows of 3,584 columns: 8-byte vectors, 7 slots, so that no slot is empty in
 // half the lanes, format I4N). Pipelined (kPipe), each slot is refilled with the next step's vector (or, after
@@ -75,8 +77,10 @@ static_assert(kI4K - 149 == -53, "I4::prescale, the group sums and the epilogue 
 // Where x lives (the kernel's kStage): read through L1; staged in shared memory (<= 16 KB, 4 blocks
 // per SM, 64 registers); staged, larger, at 2 blocks per SM (128 registers).
 constexpr int kXL1 = 0, kXSmem = 1, kXSmemBig = 2;
-template <int kStage>
-constexpr int kMinBlocks = kStage == kXSmemBig ? 2 : 4;
+// Resident blocks per SM the kernel is built for (its register budget): 2 with the big staging or
+// 4 rows per item (kR x kU weight registers), else 4.
+template <int kStage, int kR>
+constexpr int kMinBlocks = kStage == kXSmemBig || kR == 4 ? 2 : 4;
 
 // Vector path. Shared memory: kStage != kXL1: x (normalized when kNorm, pre-scaled for int4) as
 // [kP][ps] float4 (float4 k of vector i at k * ps + i: a warp's 16-byte reads are consecutive, no
@@ -90,15 +94,17 @@ constexpr int kMinBlocks = kStage == kXSmemBig ? 2 : 4;
 __host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
 
 template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const QParams p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(const QParams p) {
   constexpr bool kSt = kStage != kXL1;
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
   constexpr int kStep = 32 * kU;     // vectors per row per step
   constexpr int kVG = F::kVecPerGroup;  // int4: vectors per group
   constexpr int kGS = F::kGroups ? (kU + kVG - 1) / kVG : 1;  // int4: groups per lane per step (32 kU / kVG groups)
   static_assert(!F::kGroups || 32 % kVG == 0, "int4: a step must be whole groups");
-  static_assert(!kSwiglu || kR == 2, "SwiGLU items are a gate row and its up row");
-  static_assert(kR == 1 || kR == 2, "1 or 2 rows per item");
+  static_assert(!kSwiglu || kR == 2 || kR == 4, "SwiGLU items are kR / 2 gate rows and their up rows");
+  static_assert(kR == 1 || kR == 2 || kR == 4, "1, 2 or 4 rows per item");
+  constexpr int kOuts = kSwiglu ? kR / 2 : kR;  // outputs per item
+  constexpr int kPairs = (kR + 1) / 2;          // int4: registers of packed bf16 group scales per group
   extern __shared__ float4 smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -109,14 +115,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
   const int stride = gridDim.x * kWarps;
   int t = blockIdx.x + gridDim.x * warp;
 
-  // Row r of item `it`: with kR = 2 the second one clamped to the first for an odd row count's last item.
+  // Row r of item `it`: SwiGLU, gate rows kOuts it + r (r < kOuts) and their up rows (r >= kOuts, + F);
+  // else rows kR it + r. Rows past the end are clamped to the last one (an odd count's last item).
   auto row_of = [&](int it, int r) -> int {
-    if constexpr (kSwiglu) {
+    if constexpr (kSwiglu && kOuts == 1) {
       return it + r * p.half;
+    } else if constexpr (kSwiglu) {
+      const int o = kOuts * it + r % kOuts;
+      return (o < p.outs ? o : p.outs - 1) + (r / kOuts) * p.half;
     } else if constexpr (kR == 1) {
       return it;
     } else {
-      return 2 * it + r < p.rows ? 2 * it + r : p.rows - 1;
+      return kR * it + r < p.rows ? kR * it + r : p.rows - 1;
     }
   };
   auto row_ptr = [&](int row) {
@@ -127,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
   // The epilogue's values of row row_of(t, lane) in lanes < kR: its bias bits in a register; its
   // scale (int8 / fp8) and residual copied into shared memory with cp.async, which holds no
   // register while the loads are in flight.
-  __shared__ float epi[kWarps][2][2];  // [warp][lane][scale, residual]
+  __shared__ float epi[kWarps][kR > 2 ? kR : 2][2];  // [warp][lane][scale, residual]
   unsigned ebias = 0u;
   auto copy4 = [&](float* dst, const float* src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -266,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
 
   for (; t < p.items;) {
     // Output of lane r < kR: swiglu: t (lane 0); else row kR t + r (clamped to a valid row).
-    if (lane < (kSwiglu ? 1 : kR) && p.residual) copy4(&epi[warp][lane][1], p.residual + (kSwiglu ? t : row_of(t, lane)));
+    if (lane < kOuts && p.residual) copy4(&epi[warp][lane][1], p.residual + row_of(t, lane));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (p.l2_next && lane == 0 && t + stride < p.items) {
 #pragma unroll
@@ -286,11 +296,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
       const int ns = last ? 0 : s + kStep;
       const int nt = last ? t + stride : t;
       const bool more = nt < p.items;
-      [[maybe_unused]] unsigned sp[kGS];  // int4: the rows' scales of group s / 4 + 32 h + lane (packed)
+      // int4: the scales of group s / kVG + 32 h + lane, rows 2 q and 2 q + 1 packed in sp[q][h].
+      [[maybe_unused]] unsigned sp[kPairs][kGS];
       if constexpr (F::kGroups) {
 #pragma unroll
         for (int h = 0; h < kGS; ++h) {
-          sp[h] = kR == 2 ? __byte_perm(gsv[0][h], gsv[kR - 1][h], 0x5410) : gsv[0][h];
+#pragma unroll
+          for (int q = 0; q < kPairs; ++q)
+            sp[q][h] = kR == 1 ? gsv[0][h] : __byte_perm(gsv[2 * q][h], gsv[(2 * q + 1) % kR][h], 0x5410);
           if (s / kVG + 32 * h + lane < p.groups) {
             const float xs = xsum[s / kVG + 32 * h + lane];
 #pragma unroll
@@ -305,9 +318,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int i = s + lane + 32 * u;
-        [[maybe_unused]] unsigned su = 0;
-        if constexpr (F::kGroups)  // the group of vector i, (lane + 32 u) / kVG from the step's first
-          su = __shfl_sync(0xffffffffu, sp[u / kVG], lane / kVG + (32 / kVG) * (u % kVG));
+        [[maybe_unused]] unsigned su[kPairs] = {};
+        if constexpr (F::kGroups) {  // the group of vector i, (lane + 32 u) / kVG from the step's first
+#pragma unroll
+          for (int q = 0; q < kPairs; ++q) su[q] = __shfl_sync(0xffffffffu, sp[q][u / kVG], lane / kVG + (32 / kVG) * (u % kVG));
+        }
         if (i < vecs) {
           float d[kR];
 #pragma unroll
@@ -320,8 +335,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
             for (int r = 0; r < kR; ++r) d[r] = F::dot_word(word(w[r][u], j), xw, d[r]);
           }
           if constexpr (F::kGroups) {
-            acc[0] = fmaf(__uint_as_float(su << 16), d[0], acc[0]);
-            if constexpr (kR == 2) acc[1] = fmaf(__uint_as_float(su & 0xFFFF0000u), d[1], acc[1]);
+#pragma unroll
+            for (int r = 0; r < kR; ++r)
+              acc[r] = fmaf(__uint_as_float((r & 1) ? su[r / 2] & 0xFFFF0000u : su[r / 2] << 16), d[r], acc[r]);
           } else {
 #pragma unroll
             for (int r = 0; r < kR; ++r) acc[r] += d[r];
@@ -343,11 +359,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
       if constexpr (!kPipe) load_step(t, ns);
       s = ns;
     }
-    // Every lane gets the sums; lane r < kR finishes row r: scale, bias, then (swiglu, lane 0, with
-    // the up row's value from lane 1) the activation, the residual.
+    // Every lane gets the sums; lane r < kR finishes row r: scale, bias, then (swiglu, lanes r <
+    // kOuts, with the up row's value from lane r + kOuts) the activation, the residual.
 #pragma unroll
     for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
-    float v = kR == 2 && lane == 1 ? acc[kR - 1] : acc[0];
+    float v = acc[0];
+#pragma unroll
+    for (int r = 1; r < kR; ++r) v = lane == r ? acc[r] : v;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's copies of epi
 #endif
@@ -358,11 +376,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage>) gemv_q_vec(const
     }
     if (p.bias) v += bf16f(ebias);
     if constexpr (kSwiglu) {
-      const float up = __shfl_down_sync(0xffffffffu, v, 1);
-      if (lane == 0) {
+      const float up = __shfl_down_sync(0xffffffffu, v, kOuts);
+      const int o = kOuts == 1 ? t : kOuts * t + lane;
+      if (lane < kOuts && (kOuts == 1 || o < p.outs)) {  // (one output per item: t < items = outputs)
         v = v / (1.0f + expf(-v)) * up;
-        if (p.residual) v += epi[warp][0][1];
-        p.y[t] = v;
+        if (p.residual) v += epi[warp][lane][1];
+        p.y[o] = v;
       }
     } else {
       const int row = kR * t + lane;
@@ -416,11 +435,12 @@ KernelFn pick(bool vec, int stage, int rows, int loads, bool pipe) {
   return pick_shape<F, kNorm, kSwiglu, kXL1>(rows, loads, pipe);
 }
 
-// The I4N kernels (8-byte int4 vectors, 7 per lane and row, x staged, 2 rows per item).
+// The I4N kernels (8-byte int4 vectors, 7 per lane and row, x staged, 2 or 4 rows per item).
 constexpr int kNarrowLoads = 7;
 template <bool kNorm, bool kSwiglu>
-KernelFn narrow_kernel() {
-  return gemv_q_vec<I4N, kNorm, kSwiglu, kXSmem, 2, kNarrowLoads, false>;
+KernelFn narrow_kernel(int rows) {
+  return rows == 4 ? gemv_q_vec<I4N, kNorm, kSwiglu, kXSmem, 4, kNarrowLoads, false>
+                   : gemv_q_vec<I4N, kNorm, kSwiglu, kXSmem, 2, kNarrowLoads, false>;
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
@@ -494,22 +514,32 @@ Plan plan_fmt(const QGemvArgs& a) {
   // is one step of 4 anyway.
   // Measured: 8 loads and the pipelined refill pay off only for the int8 / fp8 down projection (x
   // staged at 2 blocks per SM: 31.5 -> 20.8 us); elsewhere they cost 3-16% (gate/up 37.7 -> 43.6 us,
-  // lm_head 133 -> 155 us with the pipeline on).
+  // lm_head 133 -> 155 us with the pipeline on). int4's down projection takes the 8 loads without the
+  // pipelined refill (session 28, bench_gemv_quant --sweep --fmt int4: 18.39 -> 17.92 us; pipelined 18.52).
   const bool big = stage == kXSmemBig && !F::kGroups;
-  int loads = g_tuning.loads == 4 || g_tuning.loads == 8 ? g_tuning.loads : (big ? 8 : 4);
+  int loads = g_tuning.loads == 4 || g_tuning.loads == 8 ? g_tuning.loads : (stage == kXSmemBig ? 8 : 4);
   if (a.swiglu || (rows == 2 && stage != kXSmemBig) || vecs <= 32 * 4) loads = 4;
   const bool pipe = g_tuning.pipeline >= 0 ? g_tuning.pipeline != 0 : big;
 
   // int4 rows of whole sets of 32 x 7 8-byte vectors (3,584 columns): I4N, 7 load slots per lane
-  // and row, none empty (x staged, 2 rows per item, no pipelined refill; loads = 7 in the knobs).
+  // and row, none empty (x staged, no pipelined refill; loads = 7 in the knobs).
+  // There, 4 rows per item (SwiGLU: 2 gate rows and their up rows): every x value read serves 4 rows
+  // and an item's reduction and epilogue 4 rows' worth of weights, at 2 blocks per SM (the weights of 4
+  // rows take 56 registers). Automatic where the items give every resident warp 2 or more (gate/up,
+  // lm_head), the rule the engine A/B ran (session 28: int4 decode 545.6 -> 554.3 tok/s with the down
+  // change below). Measured alone (bench_gemv_quant --sweep --fmt int4, 2 -> 4 rows): gate/up 25.77 ->
+  // 25.35 us, lm_head 89.14 -> 84.88, and o 4.24 -> 4.05, which the engine has not been A/B'd on yet.
   bool narrow = false;
   if constexpr (std::is_same_v<F, I4>) {
     const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
     narrow = fits && !pipe && g_tuning.loads != 4 && g_tuning.loads != 8;
     if (narrow) {
       loads = kNarrowLoads;
-      pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>() : narrow_kernel<true, false>())
-                       : (a.swiglu ? narrow_kernel<false, true>() : narrow_kernel<false, false>());
+      const long long items4 = a.swiglu ? (outs + 1) / 2 : (a.rows + 3) / 4;
+      const long long warps2 = static_cast<long long>(dev.sms) * 2 * kWarps;
+      if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && items4 >= 2 * warps2)) rows = 4;
+      pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>(rows) : narrow_kernel<true, false>(rows))
+                       : (a.swiglu ? narrow_kernel<false, true>(rows) : narrow_kernel<false, false>(rows));
     }
   }
   if (narrow) {
@@ -523,7 +553,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   pl.smem = (vec && stage != kXL1 ? x_staged_used : 0) + (vec ? sum_bytes : 0);
   if (pl.smem > 48 * 1024)
     cudaFuncSetAttribute(pl.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem));
-  pl.items = vec ? (a.swiglu ? outs : (rows == 1 ? a.rows : (a.rows + 1) / 2)) : outs;
+  pl.items = vec ? (a.swiglu ? (outs + rows / 2 - 1) / (rows / 2) : (a.rows + rows - 1) / rows) : outs;
 
   // One wave: every SM gets the same number of blocks, the items dealt round-robin (as gemv.cu).
   int occ = 0;

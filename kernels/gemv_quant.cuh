@@ -35,12 +35,13 @@ std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
 
 // Launch knobs, for the benchmark and tests only (process-wide, not synchronized with concurrent
 // launches, like set_gemv_tuning). -1 / 0 = automatic (see launch_fmt in gemv_quant.cu); a knob that
-// does not apply to a shape is ignored (SwiGLU always takes 2 rows per item, 4 loads; rows = 2 with
+// does not apply to a shape is ignored (SwiGLU takes 2 rows per item, or 4, and 4 loads; rows = 2 with
 // 8 loads needs stage_x; a row of at most 128 vectors takes 4 loads).
-//   rows_per_item: weight rows per warp item, 1 or 2 (the non-SwiGLU matrices);
+//   rows_per_item: weight rows per warp item, 1 or 2 (the non-SwiGLU matrices); or 4 (int4 with
+//                  8-byte vectors, below, SwiGLU too: 2 gate rows and their up rows; 2 blocks per SM);
 //   loads:         16-byte loads per row per step and lane, 4 or 8; or 7: int4 rows of 3,584 columns
-//                  (any multiple) read as 8-byte vectors, 7 per lane and row (x staged, 2 rows per
-//                  item, no pipeline; the automatic choice there: 16-byte vectors leave a load slot
+//                  (any multiple) read as 8-byte vectors, 7 per lane and row (x staged, 2 or 4 rows
+//                  per item, no pipeline; the automatic choice there: 16-byte vectors leave a load slot
 //                  empty in half the lanes);
 //   pipeline:      1: each load slot is refilled with the next step's (or the next item's) vector as
 //                  soon as it is consumed, so the loads of step s + 1 are in flight while step s is
@@ -55,7 +56,7 @@ std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
 //                  the CUDA-core kernel whatever this says;
 //   mma_tile_warps: with mma: warps per 16-row tile, 8 or 4 (a block then runs two tiles at once).
 struct QGemvTuning {
-  int rows_per_item = 0;  // 0 auto, 1 or 2
+  int rows_per_item = 0;  // 0 auto, 1, 2 or 4 (int4, see above)
   int loads = 0;          // 0 auto, 4, 8 or 7 (int4, see above)
   int pipeline = -1;      // -1 auto, 0 / 1
   int l2_next = -1;       // -1 auto, 0 / 1

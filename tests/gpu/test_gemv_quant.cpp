@@ -158,7 +158,7 @@ void run_case(const Case& c) {
     bool record;
   };
   std::vector<Run> runs = {{kernels::QGemvTuning{}, false, true}, {kernels::QGemvTuning{}, true, true}};
-  for (int rows : {1, 2})
+  for (int rows : {1, 2, 4})  // 4: int4 with 8-byte vectors only
     for (int loads : {4, 7, 8})  // 7: int4's 8-byte vectors where the shape takes them
       for (int pipe : {0, 1})
         for (int l2 : {0, 1})
@@ -284,6 +284,8 @@ std::vector<Case> all_cases() {
       {F::int8_row, 64, 8192, true, false, false, true, false, false},    // x through L1, with norm
       {F::int8_row, 66, 8192, false, false, false, true, true, false},    // x through L1, norm + swiglu
       {F::int8_row, 48, 30080, false, true, true, false, false, false},   // x through L1, several steps
+      {F::int8_row, 10, 3584, true, true, true, true, true, false},       // int4, 4 rows per item: 5 outputs of SwiGLU
+      {F::int8_row, 6, 7168, true, true, false, false, false, false},     // int4, 4 rows per item: a half last item
   };
   std::vector<Case> v;
   for (const F f : {F::int8_row, F::fp8_row, F::int4_group}) {
