@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   };
 
   for (; t < p.items;) {
-    // Output of lane r < kR: swiglu: t (lane 0); else row kR t + r (clamped to a valid row).
+    // Output of lane r < kOuts: swiglu: kOuts t + r; else row kR t + r (clamped to a valid one).
     if (lane < kOuts && p.residual) copy4(&epi[warp][lane][1], p.residual + row_of(t, lane));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (p.l2_next && lane == 0 && t + stride < p.items) {
