@@ -6,10 +6,12 @@
 // from that fp32 copy. Rounding to an integer is to nearest, ties to even, everywhere (the result
 // std::nearbyint gives in the default rounding mode).
 #include "cosmos/quant.h"
+#include "quant_dot_x86.h"
 #include "simd_clones.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cassert>
 #include <cmath>
@@ -350,6 +352,13 @@ COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t ro
     }
     case QuantFormat::fp8_row: {
       const std::uint8_t* q = m.q.data() + row * cols;
+#ifdef COSMOS_QUANT_DOT_X86
+      switch (quant_dot_isa()) {
+        case QuantDotIsa::avx512: return quant_dot::fp8_dot_avx512(q, x, cols) * m.row_scale[static_cast<std::size_t>(row)];
+        case QuantDotIsa::avx2: return quant_dot::fp8_dot_avx2(q, x, cols) * m.row_scale[static_cast<std::size_t>(row)];
+        case QuantDotIsa::portable: break;
+      }
+#endif
       float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
       for (std::int64_t c = 0; c < cols; ++c) acc += kE4m3[q[c]] * x[c];
@@ -359,6 +368,14 @@ COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t ro
       assert(int4 != nullptr);
       const std::uint8_t* q = m.q.data() + row * ((cols + 1) / 2);
       const std::int64_t groups = m.groups();
+#ifdef COSMOS_QUANT_DOT_X86
+      const std::size_t g0 = static_cast<std::size_t>(row * groups);
+      switch (quant_dot_isa()) {
+        case QuantDotIsa::avx512: return quant_dot::int4_dot_avx512(q, cols, &m.group_scale[g0], &m.group_min[g0], *int4);
+        case QuantDotIsa::avx2: return quant_dot::int4_dot_avx2(q, cols, &m.group_scale[g0], &m.group_min[g0], *int4);
+        case QuantDotIsa::portable: break;
+      }
+#endif
       float acc = 0.0f;
       for (std::int64_t g = 0; g < groups; ++g) {
         const std::size_t k = static_cast<std::size_t>(row * groups + g);
@@ -375,6 +392,44 @@ COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t ro
     }
   }
   return 0.0f;
+}
+
+const char* name(QuantDotIsa isa) {
+  switch (isa) {
+    case QuantDotIsa::portable: return "portable";
+    case QuantDotIsa::avx2: return "AVX2";
+    case QuantDotIsa::avx512: return "AVX-512";
+  }
+  return "?";
+}
+
+namespace {
+
+QuantDotIsa best_quant_dot_isa() {
+  for (const QuantDotIsa isa : {QuantDotIsa::avx512, QuantDotIsa::avx2})
+    if (quant_dot::cpu_has(isa)) return isa;
+  return QuantDotIsa::portable;
+}
+
+std::atomic<int> g_quant_dot_isa{-1};  // -1: not picked yet
+
+}  // namespace
+
+QuantDotIsa quant_dot_isa() {
+  int v = g_quant_dot_isa.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = static_cast<int>(best_quant_dot_isa());
+    g_quant_dot_isa.store(v, std::memory_order_relaxed);  // every thread picks the same
+  }
+  return static_cast<QuantDotIsa>(v);
+}
+
+bool quant_dot_isa_supported(QuantDotIsa isa) { return quant_dot::cpu_has(isa); }
+
+bool set_quant_dot_isa(QuantDotIsa isa) {
+  if (!quant_dot::cpu_has(isa)) return false;
+  g_quant_dot_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return true;
 }
 
 std::uint8_t float_to_e4m3(float v) {

@@ -476,40 +476,71 @@ TEST(Quant, MeasuredErrorOnGaussianWeights) {
 // the dequantized row with x (computed in double), within the fp32 rounding of a sum of `cols`
 // terms: |err| <= 2 * (cols + 8) * 2^-24 * sum |w_c x_c| (int4 splits each group into s * sum(q x)
 // + m * sum(x), whose terms are bounded by (|s q| + |m|) |x|, so the bound uses that sum there).
-// Shapes: odd column counts, a short last int4 group, one column; rows with mixed signs.
+// Shapes: odd column counts, a short last int4 group, one column, fp8 tails after whole vectors of
+// 16 and 32 codes; rows with mixed signs. Every instruction set this CPU runs (QuantDotIsa: the
+// intrinsics for fp8 and int4, the portable loops) is checked on the same rows.
 TEST(Quant, RowDotEqualsTheDequantizedRowDotX) {
-  std::mt19937 rng(77);
-  std::normal_distribution<float> gauss(0.0f, 1.0f);
-  for (const QuantFormat f : {QuantFormat::int8_row, QuantFormat::fp8_row, QuantFormat::int4_group}) {
-    for (const std::int64_t cols : {1, 7, 128, 129, 200, 255, 1000, 3584}) {
-      SCOPED_TRACE(std::string(name(f)) + " cols " + std::to_string(cols));
-      const std::int64_t rows = 5;
-      std::vector<float> v(static_cast<std::size_t>(rows * cols)), x(static_cast<std::size_t>(cols));
-      for (float& e : v) e = 0.05f * gauss(rng) + (f == QuantFormat::int4_group ? 0.01f : 0.0f);
-      for (float& e : x) e = 2.0f * gauss(rng);
-      const Source src = make_source(v, DType::bf16);
-      const QuantizedMatrix m = quantize_all(src, f, rows, cols);
-      const Int4DotInput prep = prepare_int4_dot(x.data(), cols);
-      std::vector<float> row(static_cast<std::size_t>(cols));
-      for (std::int64_t r = 0; r < rows; ++r) {
-        dequantize_row(m, r, row.data());
-        double want = 0.0, mag = 0.0;
-        for (std::int64_t c = 0; c < cols; ++c) {
-          want += static_cast<double>(row[c]) * x[c];
-          double wmag = std::fabs(static_cast<double>(row[c]));
-          if (f == QuantFormat::int4_group) {
-            const std::size_t k = static_cast<std::size_t>(r * m.groups() + c / kInt4GroupSize);
-            const double s = bf16_value(m.group_scale[k]), mn = bf16_value(m.group_min[k]);
-            wmag = std::fabs(static_cast<double>(row[c]) - mn) + std::fabs(mn) + std::fabs(s);
+  const QuantDotIsa picked = quant_dot_isa();
+  for (const QuantDotIsa isa : {QuantDotIsa::portable, QuantDotIsa::avx2, QuantDotIsa::avx512}) {
+    if (!set_quant_dot_isa(isa)) {
+      std::printf("[ skipped  ] quant_row_dot on %s: this CPU does not run it\n", name(isa));
+      continue;
+    }
+    SCOPED_TRACE(name(isa));
+    std::mt19937 rng(77);
+    std::normal_distribution<float> gauss(0.0f, 1.0f);
+    for (const QuantFormat f : {QuantFormat::int8_row, QuantFormat::fp8_row, QuantFormat::int4_group}) {
+      for (const std::int64_t cols : {1, 7, 37, 128, 129, 200, 255, 256, 1000, 3584}) {
+        SCOPED_TRACE(std::string(name(f)) + " cols " + std::to_string(cols));
+        const std::int64_t rows = 5;
+        std::vector<float> v(static_cast<std::size_t>(rows * cols)), x(static_cast<std::size_t>(cols));
+        for (float& e : v) e = 0.05f * gauss(rng) + (f == QuantFormat::int4_group ? 0.01f : 0.0f);
+        for (float& e : x) e = 2.0f * gauss(rng);
+        const Source src = make_source(v, DType::bf16);
+        const QuantizedMatrix m = quantize_all(src, f, rows, cols);
+        const Int4DotInput prep = prepare_int4_dot(x.data(), cols);
+        std::vector<float> row(static_cast<std::size_t>(cols));
+        for (std::int64_t r = 0; r < rows; ++r) {
+          dequantize_row(m, r, row.data());
+          double want = 0.0, mag = 0.0;
+          for (std::int64_t c = 0; c < cols; ++c) {
+            want += static_cast<double>(row[c]) * x[c];
+            double wmag = std::fabs(static_cast<double>(row[c]));
+            if (f == QuantFormat::int4_group) {
+              const std::size_t k = static_cast<std::size_t>(r * m.groups() + c / kInt4GroupSize);
+              const double s = bf16_value(m.group_scale[k]), mn = bf16_value(m.group_min[k]);
+              wmag = std::fabs(static_cast<double>(row[c]) - mn) + std::fabs(mn) + std::fabs(s);
+            }
+            mag += wmag * std::fabs(static_cast<double>(x[c]));
           }
-          mag += wmag * std::fabs(static_cast<double>(x[c]));
+          const double got = quant_row_dot(m, r, x.data(), &prep);
+          const double bound = 2.0 * static_cast<double>(cols + 8) * std::ldexp(1.0, -24) * mag;
+          EXPECT_LE(std::fabs(got - want), bound) << "row " << r << ": " << got << " vs " << want;
         }
-        const double got = quant_row_dot(m, r, x.data(), &prep);
-        const double bound = 2.0 * static_cast<double>(cols + 8) * std::ldexp(1.0, -24) * mag;
-        EXPECT_LE(std::fabs(got - want), bound) << "row " << r << ": " << got << " vs " << want;
       }
     }
   }
+  ASSERT_TRUE(set_quant_dot_isa(picked));
+}
+
+// The level picked at the first use is the best this CPU runs, and a level it lacks is refused
+// without changing the one in use.
+TEST(Quant, RowDotPicksTheBestInstructionSetTheCpuRuns) {
+  const QuantDotIsa picked = quant_dot_isa();
+  EXPECT_TRUE(quant_dot_isa_supported(QuantDotIsa::portable));
+  QuantDotIsa best = QuantDotIsa::portable;
+  for (const QuantDotIsa isa : {QuantDotIsa::avx2, QuantDotIsa::avx512})
+    if (quant_dot_isa_supported(isa)) best = isa;
+  EXPECT_EQ(picked, best) << name(picked) << " in use, " << name(best) << " available";
+  if (quant_dot_isa_supported(QuantDotIsa::avx512)) {
+    EXPECT_TRUE(quant_dot_isa_supported(QuantDotIsa::avx2));
+  }
+  for (const QuantDotIsa isa : {QuantDotIsa::avx2, QuantDotIsa::avx512}) {
+    if (quant_dot_isa_supported(isa)) continue;
+    EXPECT_FALSE(set_quant_dot_isa(isa));
+    EXPECT_EQ(quant_dot_isa(), picked);
+  }
+  std::printf("[ measured ] quant_row_dot runs on %s\n", name(picked));
 }
 
 TEST(Quant, Int4DotInputSumsEachGroupAndSplitsTheColumns) {

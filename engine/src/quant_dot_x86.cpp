@@ -1,0 +1,200 @@
+// quant_row_dot's fp8 and int4 products on x86-64 with AVX-512 (F + BW) and AVX2 (+ FMA, F16C)
+// intrinsics (quant_dot_x86.h). Each function carries its own target attribute, so the file builds
+// with the baseline flags and the caller picks a level the CPU has (quant.cpp, quant_dot_isa()).
+//
+// Why not the portable loops that the compiler vectorizes (simd_clones.h): on a 2-core AVX-512
+// machine they read fp8 rows at 4.7 GB/s (a table lookup per weight is a gather) and int4 rows at
+// 4.6 GB/s (a horizontal sum per group of 128), against int8's 11.1 GB/s and a memory that reads
+// ~10.5 GB/s; docs/PERFORMANCE.md has the measurements.
+//
+// fp8: E4M3 byte b becomes the fp16 bit pattern ((b & 0x80) << 8) | ((b & 0x7F) << 7), whose value is
+// exactly the E4M3 value times 2^-8 (the same sign, exponent field and top mantissa bits, exponent
+// bias 15 instead of 7; subnormals map to subnormals), and the hardware converts fp16 to fp32
+// exactly (vcvtph2ps); the sum is scaled by 2^8 at the end. (The NaN codes, which the quantizer
+// never writes, would read as 480.)
+// int4: a group's 64 bytes are split into low nibbles (the even columns) and high nibbles (the odd
+// ones), widened to int32, converted (exact) and multiplied by x's even / odd streams
+// (prepare_int4_dot); the group's sum times its scale goes into a vector accumulator, and
+// min * sum(x over the group) into a scalar one. A last group shorter than 128 columns takes the
+// scalar loop.
+#include "quant_dot_x86.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+// GCC 12's AVX-512 headers fill the unused operand of masked conversions and extractions with an
+// undefined value that -Wuninitialized flags in the header itself (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <bit>
+
+namespace cosmos::quant_dot {
+
+namespace {
+
+float bf16f(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
+
+// The scalar products of one int4 group (any length): sum over bytes [b0, b1) of q_lo xe + q_hi xo.
+float int4_group_scalar(const std::uint8_t* q, const float* xe, const float* xo, std::int64_t b0, std::int64_t b1) {
+  float d = 0.0f;
+  for (std::int64_t i = b0; i < b1; ++i)
+    d += static_cast<float>(q[i] & 0xF) * xe[i] + static_cast<float>(q[i] >> 4) * xo[i];
+  return d;
+}
+
+constexpr std::int64_t kGroupBytes = kInt4GroupSize / 2;  // 64
+
+}  // namespace
+
+// ---- AVX-512 --------------------------------------------------------------------------------------
+
+#define COSMOS_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")))
+
+COSMOS_AVX512 float fp8_dot_avx512(const std::uint8_t* q, const float* x, std::int64_t n) {
+  const __m512i sign = _mm512_set1_epi16(0x80), mag = _mm512_set1_epi16(0x7F);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  std::int64_t c = 0;
+  for (; c + 32 <= n; c += 32) {  // 32 codes: [32] u16, two [16] fp32
+    const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + c)));
+    const __m512i h = _mm512_or_si512(_mm512_slli_epi16(_mm512_and_si512(b, sign), 8),
+                                      _mm512_slli_epi16(_mm512_and_si512(b, mag), 7));
+    acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), _mm512_loadu_ps(x + c), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), _mm512_loadu_ps(x + c + 16), acc1);
+  }
+  float tail = 0.0f;
+  for (; c < n; ++c) tail += e4m3_to_float(q[c]) * x[c];
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) * 256.0f + tail;
+}
+
+COSMOS_AVX512 float int4_dot_avx512(const std::uint8_t* q, std::int64_t cols, const std::uint16_t* scale,
+                                    const std::uint16_t* minimum, const Int4DotInput& in) {
+  const std::int64_t bytes = (cols + 1) / 2, groups = (cols + kInt4GroupSize - 1) / kInt4GroupSize;
+  const float* xe = in.even.data();
+  const float* xo = in.odd.data();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512 acc = _mm512_setzero_ps();
+  float rest = 0.0f;  // min * sum(x) of every group, and the short last group
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t b0 = g * kGroupBytes;
+    const float s = bf16f(scale[g]);
+    rest += bf16f(minimum[g]) * in.group_sum[static_cast<std::size_t>(g)];
+    if (b0 + kGroupBytes > bytes) {
+      rest += s * int4_group_scalar(q, xe, xo, b0, bytes);
+      continue;
+    }
+    const __m512i v = _mm512_loadu_si512(q + b0);  // [64] bytes: columns 2i (low) and 2i + 1 (high)
+    const __m512i lo = _mm512_and_si512(v, low);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps();
+#define COSMOS_I4_STEP(k)                                                                                     \
+  d0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(lo, k))),           \
+                       _mm512_loadu_ps(xe + b0 + 16 * (k)), d0);                                              \
+  d1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(hi, k))),           \
+                       _mm512_loadu_ps(xo + b0 + 16 * (k)), d1);
+    COSMOS_I4_STEP(0)
+    COSMOS_I4_STEP(1)
+    COSMOS_I4_STEP(2)
+    COSMOS_I4_STEP(3)
+#undef COSMOS_I4_STEP
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(s), _mm512_add_ps(d0, d1), acc);
+  }
+  return _mm512_reduce_add_ps(acc) + rest;
+}
+
+#undef COSMOS_AVX512
+
+// ---- AVX2 -----------------------------------------------------------------------------------------
+
+#define COSMOS_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace {
+
+COSMOS_AVX2 float hsum256(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+}  // namespace
+
+COSMOS_AVX2 float fp8_dot_avx2(const std::uint8_t* q, const float* x, std::int64_t n) {
+  const __m256i sign = _mm256_set1_epi16(0x80), mag = _mm256_set1_epi16(0x7F);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {  // 16 codes: [16] u16, two [8] fp32
+    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c)));
+    const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, sign), 8),
+                                      _mm256_slli_epi16(_mm256_and_si256(b, mag), 7));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_loadu_ps(x + c), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), _mm256_loadu_ps(x + c + 8), acc1);
+  }
+  float tail = 0.0f;
+  for (; c < n; ++c) tail += e4m3_to_float(q[c]) * x[c];
+  return hsum256(_mm256_add_ps(acc0, acc1)) * 256.0f + tail;
+}
+
+COSMOS_AVX2 float int4_dot_avx2(const std::uint8_t* q, std::int64_t cols, const std::uint16_t* scale,
+                                const std::uint16_t* minimum, const Int4DotInput& in) {
+  const std::int64_t bytes = (cols + 1) / 2, groups = (cols + kInt4GroupSize - 1) / kInt4GroupSize;
+  const float* xe = in.even.data();
+  const float* xo = in.odd.data();
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float rest = 0.0f;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t b0 = g * kGroupBytes;
+    const float s = bf16f(scale[g]);
+    rest += bf16f(minimum[g]) * in.group_sum[static_cast<std::size_t>(g)];
+    if (b0 + kGroupBytes > bytes) {
+      rest += s * int4_group_scalar(q, xe, xo, b0, bytes);
+      continue;
+    }
+    __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
+    for (int half = 0; half < 2; ++half) {  // [32] bytes each
+      const std::int64_t b = b0 + 32 * half;
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b));
+      const __m256i lo = _mm256_and_si256(v, low);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      const __m128i parts[4] = {_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1),
+                                _mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1)};
+      for (int p = 0; p < 2; ++p) {  // 16 low nibbles, then their 8-byte halves
+        const __m128i l = parts[p], h = parts[2 + p];
+        const std::int64_t i = b + 16 * p;
+        d0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(l)), _mm256_loadu_ps(xe + i), d0);
+        d0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(l, 8))), _mm256_loadu_ps(xe + i + 8), d0);
+        d1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h)), _mm256_loadu_ps(xo + i), d1);
+        d1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(h, 8))), _mm256_loadu_ps(xo + i + 8), d1);
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_add_ps(d0, d1), acc);
+  }
+  return hsum256(acc) + rest;
+}
+
+#undef COSMOS_AVX2
+
+bool cpu_has(QuantDotIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case QuantDotIsa::portable: return true;
+    case QuantDotIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case QuantDotIsa::avx512:
+      return cpu_has(QuantDotIsa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+}
+
+}  // namespace cosmos::quant_dot
+
+#else  // not x86-64 GCC / Clang: the portable loops only
+
+namespace cosmos::quant_dot {
+bool cpu_has(QuantDotIsa isa) { return isa == QuantDotIsa::portable; }
+}  // namespace cosmos::quant_dot
+
+#endif
