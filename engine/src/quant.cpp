@@ -345,6 +345,13 @@ COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t ro
   switch (m.format) {
     case QuantFormat::int8_row: {
       const auto* q = reinterpret_cast<const std::int8_t*>(m.q.data() + row * cols);
+#ifdef COSMOS_QUANT_DOT_X86
+      switch (quant_dot_isa()) {
+        case QuantDotIsa::avx512: return quant_dot::int8_dot_avx512(q, x, cols) * m.row_scale[static_cast<std::size_t>(row)];
+        case QuantDotIsa::avx2: return quant_dot::int8_dot_avx2(q, x, cols) * m.row_scale[static_cast<std::size_t>(row)];
+        case QuantDotIsa::portable: break;
+      }
+#endif
       float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
       for (std::int64_t c = 0; c < cols; ++c) acc += static_cast<float>(q[c]) * x[c];

@@ -1,11 +1,12 @@
-// quant_row_dot's fp8 and int4 products on x86-64 with AVX-512 (F + BW) and AVX2 (+ FMA, F16C)
+// quant_row_dot's int8, fp8 and int4 products on x86-64 with AVX-512 (F + BW) and AVX2 (+ FMA, F16C)
 // intrinsics (quant_dot_x86.h). Each function carries its own target attribute, so the file builds
 // with the baseline flags and the caller picks a level the CPU has (quant.cpp, quant_dot_isa()).
 //
 // Why not the portable loops that the compiler vectorizes (simd_clones.h): on a 2-core AVX-512
 // machine they read fp8 rows at 4.7 GB/s (a table lookup per weight is a gather) and int4 rows at
-// 4.6 GB/s (a horizontal sum per group of 128), against int8's 11.1 GB/s and a memory that reads
-// ~10.5 GB/s; docs/PERFORMANCE.md has the measurements.
+// 4.6 GB/s (a horizontal sum per group of 128), against a memory that reads ~10.5 GB/s; int8's reach
+// it only at times (8.9-11.1 GB/s, mostly 128-bit code); docs/PERFORMANCE.md has the measurements.
+// int8: 16 weights widened to int32 and converted (exact) per vector.
 //
 // fp8: E4M3 byte b becomes the fp16 bit pattern ((b & 0x80) << 8) | ((b & 0x7F) << 7), whose value is
 // exactly the E4M3 value times 2^-8 (the same sign, exponent field and top mantissa bits, exponent
@@ -52,6 +53,20 @@ constexpr std::int64_t kGroupBytes = kInt4GroupSize / 2;  // 64
 // ---- AVX-512 --------------------------------------------------------------------------------------
 
 #define COSMOS_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")))
+
+COSMOS_AVX512 float int8_dot_avx512(const std::int8_t* q, const float* x, std::int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  std::int64_t c = 0;
+  for (; c + 32 <= n; c += 32) {  // 32 weights: two [16] int32 -> fp32 (exact)
+    const __m512i w0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c)));
+    const __m512i w1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c + 16)));
+    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(w0), _mm512_loadu_ps(x + c), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(w1), _mm512_loadu_ps(x + c + 16), acc1);
+  }
+  float tail = 0.0f;
+  for (; c < n; ++c) tail += static_cast<float>(q[c]) * x[c];
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail;
+}
 
 COSMOS_AVX512 float fp8_dot_avx512(const std::uint8_t* q, const float* x, std::int64_t n) {
   const __m512i sign = _mm512_set1_epi16(0x80), mag = _mm512_set1_epi16(0x7F);
@@ -119,6 +134,19 @@ COSMOS_AVX2 float hsum256(__m256 v) {
 }
 
 }  // namespace
+
+COSMOS_AVX2 float int8_dot_avx2(const std::int8_t* q, const float* x, std::int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {  // 16 weights: two [8] int32 -> fp32 (exact)
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + c), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))), _mm256_loadu_ps(x + c + 8), acc1);
+  }
+  float tail = 0.0f;
+  for (; c < n; ++c) tail += static_cast<float>(q[c]) * x[c];
+  return hsum256(_mm256_add_ps(acc0, acc1)) + tail;
+}
 
 COSMOS_AVX2 float fp8_dot_avx2(const std::uint8_t* q, const float* x, std::int64_t n) {
   const __m256i sign = _mm256_set1_epi16(0x80), mag = _mm256_set1_epi16(0x7F);

@@ -82,10 +82,10 @@ Int4DotInput prepare_int4_dot(const float* x, std::int64_t cols);
 // fp32 rounding.
 float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x, const Int4DotInput* int4);
 
-// The instructions quant_row_dot's fp8 and int4 products run on: x86-64 AVX-512 (F, BW, DQ, VL) or
-// AVX2 (with FMA and F16C) intrinsics, else the portable loops (which int8 always takes: the compiler
-// vectorizes them to memory speed there, but not fp8's table lookups or int4's group sums). The best
-// level the CPU runs is picked at the first use; the results differ only in the order of the fp32 sums.
+// The instructions quant_row_dot runs on: x86-64 AVX-512 (F, BW, DQ, VL) or AVX2 (with FMA and F16C)
+// intrinsics, else the portable loops (which the compiler vectorizes well for int8 at best, not for
+// fp8's table lookups or int4's group sums). The best level the CPU runs is picked at the first use;
+// the results differ only in the order of the fp32 sums.
 enum class QuantDotIsa { portable, avx2, avx512 };
 const char* name(QuantDotIsa isa);
 QuantDotIsa quant_dot_isa();

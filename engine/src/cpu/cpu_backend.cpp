@@ -393,7 +393,7 @@ Result<std::unique_ptr<Backend>> create_cpu_backend(const std::filesystem::path&
   if (options.progress && !options.progress(1.0)) return load_cancelled_error();
   spdlog::info("cpu backend: {} from {}, {} weights ({} MiB), {} tokens of KV cache", backend->device_name(),
                model_dir.string(), to_string(options.precision), backend->memory().weights >> 20, shape.tokens());
-  if (options.precision == Precision::fp8 || options.precision == Precision::int4)
+  if (quant_format_for(options.precision))
     spdlog::info("cpu backend: one-token {} products on {}", to_string(options.precision), name(quant_dot_isa()));
   return std::unique_ptr<Backend>(std::move(backend));
 }
