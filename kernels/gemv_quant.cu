@@ -82,8 +82,8 @@ constexpr int kXL1 = 0, kXSmem = 1, kXSmemBig = 2;
 template <int kStage, int kR>
 constexpr int kMinBlocks = kStage == kXSmemBig || kR == 4 ? 2 : 4;
 
-// Vector path. Shared memory: kStage != kXL1: x (normalized when kNorm, pre-scaled for int4) as
-// [kP][ps] float4 (float4 k of vector i at k * ps + i: a warp's 16-byte reads are consecutive, no
+// Vector path. Shared memory: kStage != kXL1: x (times the norm weight when kNorm, whose 1 / rms the
+// epilogue applies; pre-scaled for int4) as [kP][ps] float4 (float4 k of vector i at k * ps + i: a warp's 16-byte reads are consecutive, no
 // bank conflicts), ps = staged_plane(vecs, kP) >= vecs; then, int4, the per-group sums of x (times
 // 2^(K - 149)) [groups].
 // Float4s per plane of staged x: vecs, padded so that the staging writes (thread f writes float4 f
@@ -195,15 +195,25 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
   pdl_launch_dependents();
 
-  // Prologue: the norm's 1 / rms, staging x, int4's group sums; x read in batches of kB float4s per
-  // thread so the loads overlap (74 KB of x is 18.5 float4s per thread). (kB = 2 for the smaller x,
-  // as gemv.cu does, made the 64-register variants spill: int4 gate/up 26.4 -> 31.3 us.)
+  // Prologue, one pass over x: staging (x times the norm weight when kNorm; int4: pre-scaled, with
+  // the per-group sums), the norm's sum of squares; x read in batches of kB float4s per thread so
+  // the loads overlap (74 KB of x is 18.5 float4s per thread). The norm's 1 / rms is a factor of
+  // every output (the product is linear in x), so it multiplies the sums in the epilogue instead of
+  // x here: no second pass over the staged x and no barrier between the two (the reduction's
+  // barrier also publishes the staging). (kB = 2 for the smaller x, as gemv.cu does, made the
+  // 64-register variants spill: int4 gate/up 26.4 -> 31.3 us.)
   constexpr int kB = kStage == kXSmemBig ? 4 : 1;
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
   auto stage_at = [&](int f) -> float4& { return smem[(f % kP) * ps + f / kP]; };
-  float inv = 1.0f;
-  if constexpr (kNorm || kSt) {
+  // x times the norm weight (bf16 from L1, fetched there before the wait).
+  auto gmul4 = [&](float4 v, int f) {
+    const uint2 gb = __ldg(g4 + f);
+    return make_float4(bf16f(gb.x & 0xFFFFu) * v.x, bf16f(gb.x >> 16) * v.y, bf16f(gb.y & 0xFFFFu) * v.z,
+                       bf16f(gb.y >> 16) * v.w);
+  };
+  [[maybe_unused]] float inv = 1.0f;
+  if constexpr (kNorm || kSt || F::kGroups) {
     float ss = 0.0f;
     for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kThreads) {
       float4 v[kB];
@@ -215,35 +225,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
         const int f = f0 + b * kThreads;
-        if (f < n4) {
-          if constexpr (kNorm) ss += v[b].x * v[b].x + v[b].y * v[b].y + v[b].z * v[b].z + v[b].w * v[b].w;
-          if constexpr (kSt) stage_at(f) = v[b];
-        }
-      }
-    }
-    if constexpr (kNorm) inv = block_inv_rms(ss, p.cols, p.eps);
-  }
-  auto norm4 = [&](float4 v, int f) {
-    const uint2 gb = __ldg(g4 + f);
-    return make_float4(bf16f(gb.x & 0xFFFFu) * (v.x * inv), bf16f(gb.x >> 16) * (v.y * inv),
-                       bf16f(gb.y & 0xFFFFu) * (v.z * inv), bf16f(gb.y >> 16) * (v.w * inv));
-  };
-  if constexpr ((kNorm && kSt) || F::kGroups) {
-    // Each thread finalizes the elements it staged itself (no barrier needed); with int4 a warp
-    // holds one whole group per pass (n4 is a multiple of 32 and each pass covers 256 float4s).
-    for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kThreads) {
-      float4 v[kB];
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int f = f0 + b * kThreads;
-        if (f < n4) v[b] = kSt ? stage_at(f) : x4[f];
-      }
-#pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int f = f0 + b * kThreads;
-        if (f < n4) {  // warp-uniform with int4
+        if (f < n4) {  // warp-uniform with int4 (n4 is a multiple of 32: a warp holds one whole group)
           float4 x = v[b];
-          if constexpr (kNorm) x = norm4(x, f);
+          if constexpr (kNorm) {
+            ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+            x = gmul4(x, f);
+          }
           if constexpr (F::kGroups) {
             const float sum = warp_sum(((x.x + x.y) + x.z) + x.w);
             if (lane == 0) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
@@ -254,8 +241,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
         }
       }
     }
+    if constexpr (kNorm) inv = block_inv_rms(ss, p.cols, p.eps);  // its __syncthreads publishes the staging
   }
-  if constexpr (kSt || F::kGroups) __syncthreads();
+  if constexpr (!kNorm && (kSt || F::kGroups)) __syncthreads();
 
   // x values for word j of vector i (F::kXW float4s).
   auto xword = [&](int i, int j, float4* xw) {
@@ -267,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
       } else {
         const int f = kP * i + k;
         float4 v = x4[f];
-        if constexpr (kNorm) v = norm4(v, f);
+        if constexpr (kNorm) v = gmul4(v, f);
         if constexpr (F::kGroups) v = F::prescale(v, h == 1);
         xw[h] = v;
       }
@@ -374,6 +362,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
     } else {
       if (lane < kR) v *= epi[warp][lane][0];
     }
+    if constexpr (kNorm) v *= inv;  // the norm's 1 / rms (the prologue staged x times the norm weight)
     if (p.bias) v += bf16f(ebias);
     if constexpr (kSwiglu) {
       const float up = __shfl_down_sync(0xffffffffu, v, kOuts);
@@ -526,9 +515,10 @@ Plan plan_fmt(const QGemvArgs& a) {
   // There, 4 rows per item (SwiGLU: 2 gate rows and their up rows): every x value read serves 4 rows
   // and an item's reduction and epilogue 4 rows' worth of weights, at 2 blocks per SM (the weights of 4
   // rows take 56 registers). Automatic where the items give every resident warp 2 or more (gate/up,
-  // lm_head), the rule the engine A/B ran (session 28: int4 decode 545.6 -> 554.3 tok/s with the down
-  // change below). Measured alone (bench_gemv_quant --sweep --fmt int4, 2 -> 4 rows): gate/up 25.77 ->
-  // 25.35 us, lm_head 89.14 -> 84.88, and o 4.24 -> 4.05, which the engine has not been A/B'd on yet.
+  // lm_head; session 28's engine A/B: int4 decode 545.6 -> 554.3 tok/s with the down change below),
+  // or where they take one round of the warps either way (o: 896 items on 2,112 warps at 4 rows, 1,792
+  // on 4,224 at 2). Measured alone (bench_gemv_quant --sweep --fmt int4, 2 -> 4 rows): gate/up 25.77 ->
+  // 25.35 us, lm_head 89.14 -> 84.88, o 4.24 -> 4.05.
   bool narrow = false;
   if constexpr (std::is_same_v<F, I4>) {
     const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
@@ -537,7 +527,8 @@ Plan plan_fmt(const QGemvArgs& a) {
       loads = kNarrowLoads;
       const long long items4 = a.swiglu ? (outs + 1) / 2 : (a.rows + 3) / 4;
       const long long warps2 = static_cast<long long>(dev.sms) * 2 * kWarps;
-      if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && items4 >= 2 * warps2)) rows = 4;
+      const bool auto4 = items4 >= 2 * warps2 || items4 <= warps2;
+      if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && auto4)) rows = 4;
       pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>(rows) : narrow_kernel<true, false>(rows))
                        : (a.swiglu ? narrow_kernel<false, true>(rows) : narrow_kernel<false, false>(rows));
     }
