@@ -515,10 +515,10 @@ Plan plan_fmt(const QGemvArgs& a) {
   // There, 4 rows per item (SwiGLU: 2 gate rows and their up rows): every x value read serves 4 rows
   // and an item's reduction and epilogue 4 rows' worth of weights, at 2 blocks per SM (the weights of 4
   // rows take 56 registers). Automatic where the items give every resident warp 2 or more (gate/up,
-  // lm_head; session 28's engine A/B: int4 decode 545.6 -> 554.3 tok/s with the down change below),
-  // or where they take one round of the warps either way (o: 896 items on 2,112 warps at 4 rows, 1,792
-  // on 4,224 at 2). Measured alone (bench_gemv_quant --sweep --fmt int4, 2 -> 4 rows): gate/up 25.77 ->
-  // 25.35 us, lm_head 89.14 -> 84.88, o 4.24 -> 4.05.
+  // lm_head; session 28's engine A/B: int4 decode 545.6 -> 554.3 tok/s with the down change below).
+  // Measured alone (bench_gemv_quant --sweep --fmt int4, 2 -> 4 rows): gate/up 25.77 -> 25.35 us,
+  // lm_head 89.14 -> 84.88, o 4.24 -> 4.05; but o at 4 rows (112 blocks of 2 per SM) lost in the
+  // engine (session 29: with the one-pass prologue, int4 decode 553.7 -> 551.7 tok/s), so o keeps 2.
   bool narrow = false;
   if constexpr (std::is_same_v<F, I4>) {
     const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
@@ -527,8 +527,7 @@ Plan plan_fmt(const QGemvArgs& a) {
       loads = kNarrowLoads;
       const long long items4 = a.swiglu ? (outs + 1) / 2 : (a.rows + 3) / 4;
       const long long warps2 = static_cast<long long>(dev.sms) * 2 * kWarps;
-      const bool auto4 = items4 >= 2 * warps2 || items4 <= warps2;
-      if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && auto4)) rows = 4;
+      if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && items4 >= 2 * warps2)) rows = 4;
       pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>(rows) : narrow_kernel<true, false>(rows))
                        : (a.swiglu ? narrow_kernel<false, true>(rows) : narrow_kernel<false, false>(rows));
     }
