@@ -377,7 +377,7 @@ COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t ro
       const std::int64_t groups = m.groups();
 #ifdef COSMOS_QUANT_DOT_X86
       const std::size_t g0 = static_cast<std::size_t>(row * groups);
-      switch (quant_dot_isa()) {
+      switch (cols % kInt4GroupSize == 0 ? quant_dot_isa() : QuantDotIsa::portable) {
         case QuantDotIsa::avx512: return quant_dot::int4_dot_avx512(q, cols, &m.group_scale[g0], &m.group_min[g0], *int4);
         case QuantDotIsa::avx2: return quant_dot::int4_dot_avx2(q, cols, &m.group_scale[g0], &m.group_min[g0], *int4);
         case QuantDotIsa::portable: break;

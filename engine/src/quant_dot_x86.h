@@ -2,7 +2,8 @@
 // for quant.cpp's dispatch. Each returns the row's sum without its row scale: int8 sum(q x), fp8
 // sum(e4m3(q) x); int4
 // sum over groups of s sum(q x) + m sum(x), reading x through `in` (prepare_int4_dot). `scale` and
-// `minimum` point at the row's [groups] bf16 group scales and minimums.
+// `minimum` point at the row's [groups] bf16 group scales and minimums; the int4 functions need
+// cols to be a multiple of 128 (whole groups).
 #pragma once
 
 #include <cstdint>
