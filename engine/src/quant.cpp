@@ -341,17 +341,11 @@ Int4DotInput prepare_int4_dot(const float* x, std::int64_t cols) {
 COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t row, const float* x,
                                          const Int4DotInput* int4) {
   assert(row >= 0 && row < m.rows);
+  if (const auto fast = quant_dot::row_dot(quant_dot_isa(), m, row, x, int4)) return *fast;  // intrinsics
   const std::int64_t cols = m.cols;
   switch (m.format) {
     case QuantFormat::int8_row: {
       const auto* q = reinterpret_cast<const std::int8_t*>(m.q.data() + row * cols);
-#ifdef COSMOS_QUANT_DOT_X86
-      switch (quant_dot_isa()) {
-        case QuantDotIsa::avx512: return quant_dot::int8_dot_avx512(q, x, cols) * m.row_scale[static_cast<std::size_t>(row)];
-        case QuantDotIsa::avx2: return quant_dot::int8_dot_avx2(q, x, cols) * m.row_scale[static_cast<std::size_t>(row)];
-        case QuantDotIsa::portable: break;
-      }
-#endif
       float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
       for (std::int64_t c = 0; c < cols; ++c) acc += static_cast<float>(q[c]) * x[c];
@@ -359,13 +353,6 @@ COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t ro
     }
     case QuantFormat::fp8_row: {
       const std::uint8_t* q = m.q.data() + row * cols;
-#ifdef COSMOS_QUANT_DOT_X86
-      switch (quant_dot_isa()) {
-        case QuantDotIsa::avx512: return quant_dot::fp8_dot_avx512(q, x, cols) * m.row_scale[static_cast<std::size_t>(row)];
-        case QuantDotIsa::avx2: return quant_dot::fp8_dot_avx2(q, x, cols) * m.row_scale[static_cast<std::size_t>(row)];
-        case QuantDotIsa::portable: break;
-      }
-#endif
       float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
       for (std::int64_t c = 0; c < cols; ++c) acc += kE4m3[q[c]] * x[c];
@@ -375,14 +362,6 @@ COSMOS_SIMD_CLONES float quant_row_dot(const QuantizedMatrix& m, std::int64_t ro
       assert(int4 != nullptr);
       const std::uint8_t* q = m.q.data() + row * ((cols + 1) / 2);
       const std::int64_t groups = m.groups();
-#ifdef COSMOS_QUANT_DOT_X86
-      const std::size_t g0 = static_cast<std::size_t>(row * groups);
-      switch (cols % kInt4GroupSize == 0 ? quant_dot_isa() : QuantDotIsa::portable) {
-        case QuantDotIsa::avx512: return quant_dot::int4_dot_avx512(q, cols, &m.group_scale[g0], &m.group_min[g0], *int4);
-        case QuantDotIsa::avx2: return quant_dot::int4_dot_avx2(q, cols, &m.group_scale[g0], &m.group_min[g0], *int4);
-        case QuantDotIsa::portable: break;
-      }
-#endif
       float acc = 0.0f;
       for (std::int64_t g = 0; g < groups; ++g) {
         const std::size_t k = static_cast<std::size_t>(row * groups + g);

@@ -1,6 +1,8 @@
 // quant_row_dot's int8, fp8 and int4 products on x86-64 with AVX-512 (F + BW) and AVX2 (+ FMA, F16C)
-// intrinsics (quant_dot_x86.h). Each function carries its own target attribute, so the file builds
-// with the baseline flags and the caller picks a level the CPU has (quant.cpp, quant_dot_isa()).
+// intrinsics (quant_dot_x86.h). Each kernel returns the row's sum without its row scale: int8
+// sum(q x), fp8 sum(e4m3(q) x), int4 sum over groups of s sum(q x) + m sum(x); row_dot() applies it.
+// Each kernel carries its own target attribute, so the file builds with the baseline flags and the
+// caller passes a level the CPU has (quant.cpp, quant_dot_isa()).
 //
 // Why not the portable loops that the compiler vectorizes (simd_clones.h): on a 2-core AVX-512
 // machine they read fp8 rows at 4.7 GB/s (a table lookup per weight is a gather) and int4 rows at
@@ -31,6 +33,7 @@
 #include <immintrin.h>
 
 #include <bit>
+#include <optional>
 
 namespace cosmos::quant_dot {
 
@@ -39,8 +42,6 @@ namespace {
 float bf16f(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
 
 constexpr std::int64_t kGroupBytes = kInt4GroupSize / 2;  // 64
-
-}  // namespace
 
 // ---- AVX-512 --------------------------------------------------------------------------------------
 
@@ -113,15 +114,11 @@ COSMOS_AVX512 float int4_dot_avx512(const std::uint8_t* q, std::int64_t cols, co
 
 #define COSMOS_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-namespace {
-
 COSMOS_AVX2 float hsum256(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
-
-}  // namespace
 
 COSMOS_AVX2 float int8_dot_avx2(const std::int8_t* q, const float* x, std::int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -188,6 +185,33 @@ COSMOS_AVX2 float int4_dot_avx2(const std::uint8_t* q, std::int64_t cols, const 
 
 #undef COSMOS_AVX2
 
+}  // namespace
+
+std::optional<float> row_dot(QuantDotIsa isa, const QuantizedMatrix& m, std::int64_t row, const float* x,
+                             const Int4DotInput* int4) {
+  if (isa == QuantDotIsa::portable) return std::nullopt;
+  const bool wide = isa == QuantDotIsa::avx512;
+  const std::int64_t cols = m.cols;
+  switch (m.format) {
+    case QuantFormat::int8_row: {
+      const auto* q = reinterpret_cast<const std::int8_t*>(m.q.data() + row * cols);
+      return (wide ? int8_dot_avx512(q, x, cols) : int8_dot_avx2(q, x, cols)) * m.row_scale[static_cast<std::size_t>(row)];
+    }
+    case QuantFormat::fp8_row: {
+      const std::uint8_t* q = m.q.data() + row * cols;
+      return (wide ? fp8_dot_avx512(q, x, cols) : fp8_dot_avx2(q, x, cols)) * m.row_scale[static_cast<std::size_t>(row)];
+    }
+    case QuantFormat::int4_group: {
+      if (cols % kInt4GroupSize != 0) return std::nullopt;
+      const std::uint8_t* q = m.q.data() + row * (cols / 2);
+      const std::size_t g0 = static_cast<std::size_t>(row * m.groups());
+      return wide ? int4_dot_avx512(q, cols, &m.group_scale[g0], &m.group_min[g0], *int4)
+                  : int4_dot_avx2(q, cols, &m.group_scale[g0], &m.group_min[g0], *int4);
+    }
+  }
+  return std::nullopt;
+}
+
 bool cpu_has(QuantDotIsa isa) {
   __builtin_cpu_init();
   switch (isa) {
@@ -207,6 +231,9 @@ bool cpu_has(QuantDotIsa isa) {
 
 namespace cosmos::quant_dot {
 bool cpu_has(QuantDotIsa isa) { return isa == QuantDotIsa::portable; }
+std::optional<float> row_dot(QuantDotIsa, const QuantizedMatrix&, std::int64_t, const float*, const Int4DotInput*) {
+  return std::nullopt;
+}
 }  // namespace cosmos::quant_dot
 
 #endif
