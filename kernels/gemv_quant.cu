@@ -83,8 +83,8 @@ template <int kStage, int kR>
 constexpr int kMinBlocks = kStage == kXSmemBig || kR == 4 ? 2 : 4;
 
 // Vector path. Shared memory: kStage != kXL1: x (times the norm weight when kNorm, whose 1 / rms the
-// epilogue applies; pre-scaled for int4) as [kP][ps] float4 (float4 k of vector i at k * ps + i: a warp's 16-byte reads are consecutive, no
-// bank conflicts), ps = staged_plane(vecs, kP) >= vecs; then, int4, the per-group sums of x (times
+// epilogue applies; pre-scaled for int4) as [kP][ps] float4 (float4 k of vector i at k * ps + i: a
+// warp's 16-byte reads are consecutive, no bank conflicts), ps = staged_plane(vecs, kP) >= vecs; then, int4, the per-group sums of x (times
 // 2^(K - 149)) [groups].
 // Float4s per plane of staged x: vecs, padded so that the staging writes (thread f writes float4 f
 // of x to plane f % kP, slot f / kP; 8 threads per 128-byte wavefront) hit 8 different 4-bank
