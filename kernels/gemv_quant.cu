@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   [[maybe_unused]] unsigned gsv[kR][kGS], gmv[kR][kGS];  // int4: scale / minimum of group s / 4 + 32 h + lane
   // The epilogue's values of row row_of(t, lane) in lanes < kR: its bias bits in a register; its
   // scale (int8 / fp8) and residual copied into shared memory with cp.async, which holds no
-  // register while the loads are in flight.
+  // register while the loads are in flight. (Both in registers instead, session 30: level in the
+  // engine, int8 decode -0.8%, int4 +0.3%.)
   __shared__ float epi[kWarps][kR > 2 ? kR : 2][2];  // [warp][lane][scale, residual]
   unsigned ebias = 0u;
   auto copy4 = [&](float* dst, const float* src) {
@@ -201,7 +202,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   // every output (the product is linear in x), so it multiplies the sums in the epilogue instead of
   // x here: no second pass over the staged x and no barrier between the two (the reduction's
   // barrier also publishes the staging). (kB = 2 for the smaller x, as gemv.cu does, made the
-  // 64-register variants spill: int4 gate/up 26.4 -> 31.3 us.)
+  // 64-register variants spill: int4 gate/up 26.4 -> 31.3 us. Copying x into shared memory with
+  // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
+  // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.)
   constexpr int kB = kStage == kXSmemBig ? 4 : 1;
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
@@ -512,6 +515,8 @@ Plan plan_fmt(const QGemvArgs& a) {
 
   // int4 rows of whole sets of 32 x 7 8-byte vectors (3,584 columns): I4N, 7 load slots per lane
   // and row, none empty (x staged, no pipelined refill; loads = 7 in the knobs).
+  // (With the pipelined refill, each slot reloaded with the next item's vector as soon as it is
+  // consumed: int4 decode 570.6 -> 539.7 tok/s in session 30's engine A/B; not built.)
   // There, 4 rows per item (SwiGLU: 2 gate rows and their up rows): every x value read serves 4 rows
   // and an item's reduction and epilogue 4 rows' worth of weights, at 2 blocks per SM (the weights of 4
   // rows take 56 registers). Automatic where the items give every resident warp 2 or more (gate/up,
