@@ -134,12 +134,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   };
   typename F::Vec w[kR][kU];
   [[maybe_unused]] unsigned gsv[kR][kGS], gmv[kR][kGS];  // int4: scale / minimum of group s / 4 + 32 h + lane
-  // The epilogue's values of row row_of(t, lane) in lanes < kR: its bias bits in a register; its
-  // scale (int8 / fp8) and residual copied into shared memory with cp.async, which holds no
-  // register while the loads are in flight. (Both in registers instead, session 30: level in the
-  // engine, int8 decode -0.8%, int4 +0.3%.)
-  __shared__ float epi[kWarps][kR > 2 ? kR : 2][2];  // [warp][lane][scale, residual]
+  // The epilogue's values of row row_of(t, lane) in lanes < kR: its bias bits in a register; int8 /
+  // fp8: its scale and residual copied into shared memory with cp.async, which holds no register
+  // while the loads are in flight; int4 (no row scale): its residual in a register, and no
+  // cp.async.wait_all at the end of each item: int4 decode +0.3% at short context, +1.0% at 4,096
+  // (session 30's engine A/B; with int8 / fp8 in registers too, int8 lost 0.8% and fp8 was level).
+  constexpr bool kEpiRegs = F::kGroups;
+  __shared__ float epi[kWarps][kR > 2 ? kR : 2][2];  // [warp][lane][scale, residual] (not kEpiRegs)
   unsigned ebias = 0u;
+  [[maybe_unused]] float eres = 0.0f;  // kEpiRegs: the residual
   auto copy4 = [&](float* dst, const float* src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),
@@ -267,7 +270,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
 
   for (; t < p.items;) {
     // Output of lane r < kOuts: swiglu: kOuts t + r; else row kR t + r (clamped to a valid one).
-    if (lane < kOuts && p.residual) copy4(&epi[warp][lane][1], p.residual + row_of(t, lane));
+    if (lane < kOuts && p.residual) {
+      if constexpr (kEpiRegs) eres = __ldcg(p.residual + row_of(t, lane));
+      else copy4(&epi[warp][lane][1], p.residual + row_of(t, lane));
+    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (p.l2_next && lane == 0 && t + stride < p.items) {
 #pragma unroll
@@ -358,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
 #pragma unroll
     for (int r = 1; r < kR; ++r) v = lane == r ? acc[r] : v;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's copies of epi
+    if constexpr (!kEpiRegs) asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's copies of epi
 #endif
     if constexpr (F::kGroups) {
       v *= 0x1p53f;  // 2^(149 - K)
@@ -372,13 +378,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
       const int o = kOuts == 1 ? t : kOuts * t + lane;
       if (lane < kOuts && (kOuts == 1 || o < p.outs)) {  // (one output per item: t < items = outputs)
         v = v / (1.0f + expf(-v)) * up;
-        if (p.residual) v += epi[warp][lane][1];
+        if (p.residual) v += kEpiRegs ? eres : epi[warp][lane][1];
         p.y[o] = v;
       }
     } else {
       const int row = kR * t + lane;
       if (lane < kR && row < p.rows) {
-        if (p.residual) v += epi[warp][lane][1];
+        if (p.residual) v += kEpiRegs ? eres : epi[warp][lane][1];
         p.y[row] = v;
       }
     }
