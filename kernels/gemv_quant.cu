@@ -28,7 +28,9 @@
 //         2^23 (float 2^23 + q + 128, exact), FADD subtracts 2^23 + 128: q. 3.25 instructions per
 //         weight with the FFMA. (I2F is a quarter-rate conversion, 16 / clock / SM on sm_90 per the
 //         CUDA guide's throughput table: slower than the ~17 int8 weights / clock / SM that the
-//         bandwidth asks for.) The row's sum is multiplied by row_scale in the epilogue.
+//         bandwidth asks for. Measured in session 31: every byte by I2F.S8, the step's int8 products
+//         2,054 -> 2,678 us; two bytes of four, level, as ptxas shifts each byte into place first.)
+//         The row's sum is multiplied by row_scale in the epilogue.
 //   fp8   cvt.rn.f16x2.e4m3x2 (hardware, sm_89+) turns 2 weights into a half2, exact, then each half
 //         to fp32 (exact): ~2.5 instructions per weight with the FFMA. Row scale in the epilogue.
 //   int4  no conversion instruction at all: nibble k of a 32-bit word masked in place (u & 0xF << 4k,
@@ -207,7 +209,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   // barrier also publishes the staging). (kB = 2 for the smaller x, as gemv.cu does, made the
   // 64-register variants spill: int4 gate/up 26.4 -> 31.3 us. Copying x into shared memory with
   // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
-  // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.)
+  // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.
+  // Half the bytes, the down projection's x read as bf16 in a timing-only build, was slower too in
+  // session 31: int8 19.9 -> 28.4 us, fp8 19.1 -> 27.1, int4 level.)
   constexpr int kB = kStage == kXSmemBig ? 4 : 1;
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
