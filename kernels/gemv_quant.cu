@@ -210,8 +210,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   // 64-register variants spill: int4 gate/up 26.4 -> 31.3 us. Copying x into shared memory with
   // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
   // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.
-  // Half the bytes, the down projection's x read as bf16 in a timing-only build, was slower too in
-  // session 31: int8 19.9 -> 28.4 us, fp8 19.1 -> 27.1, int4 level.)
+  // Half the bytes, the down projection's x read as bf16 in a timing-only build (session 31): with 4
+  // loads per batch, int8 19.6 -> 28.7 us; with 12, so as many in flight as here, int8 / fp8 0.1-0.45
+  // us faster and int4 0.3 slower: the staging is bound by loads in flight, not bytes.)
   constexpr int kB = kStage == kXSmemBig ? 4 : 1;
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
