@@ -211,8 +211,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
   // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.
   // Half the bytes, the down projection's x read as bf16 in a timing-only build (session 31): with 4
-  // loads per batch, int8 19.6 -> 28.7 us; with 12, so as many in flight as here, int8 / fp8 0.1-0.45
-  // us faster and int4 0.3 slower: the staging is bound by loads in flight, not bytes.)
+  // loads per batch, int8 19.6 -> 28.7 us; with 12, as many as ptxas keeps in flight here (it unrolls
+  // this loop to 3 batches), int8 / fp8 0.1-0.45 us faster and int4 0.3 slower: the staging is
+  // bound by loads in flight, not bytes.)
   constexpr int kB = kStage == kXSmemBig ? 4 : 1;
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
