@@ -24,13 +24,16 @@
 //
 // Dequantization (fp32 accumulation; all of it exact: the only roundings are the fp32 products and
 // sums that the test's error bound counts):
-//   int8  q + 128 = byte ^ 0x80 (one LOP3 per 4 weights); PRMT puts that byte under the exponent of
-//         2^23 (float 2^23 + q + 128, exact), FADD subtracts 2^23 + 128: q. 3.25 instructions per
-//         weight with the FFMA. (I2F is a quarter-rate conversion, 16 / clock / SM on sm_90 per the
-//         CUDA guide's throughput table: slower than the ~17 int8 weights / clock / SM that the
-//         bandwidth asks for. Measured in session 31: every byte by I2F.S8, the step's int8 products
-//         2,054 -> 2,678 us; two bytes of four, level, as ptxas shifts each byte into place first.)
-//         The row's sum is multiplied by row_scale in the epilogue.
+//   int8  as int4 below, no conversion instruction: b = q + 128 = byte ^ 0x80 (one LOP3 per 4
+//         weights), byte k masked in place (t & 0xFF << 8k; byte 3 shifted down) is the fp32 value
+//         b * 2^(8k - 149), times x pre-scaled by 2^(K - 8k) (2^K for byte 3): 2.25 instructions per
+//         weight with the FFMA. The sums carry b = q + 128; the epilogue takes back 128 sum(x) (x
+//         times the norm weight; each warp sums the block's per-warp sums, published by the
+//         prologue's barrier), then multiplies by row_scale. The fp32 roundings act on sums of b x
+//         instead of q x (the test's bound counts |s| (q + 256) |x| per term). (Before session 32:
+//         PRMT under the exponent of 2^23 and an FADD of 2^23 + 128, 3.25 instructions per weight.
+//         I2F is a quarter-rate conversion, 16 / clock / SM on sm_90: measured in session 31, every
+//         byte by I2F.S8, the step's int8 products 2,054 -> 2,678 us.)
 //   fp8   cvt.rn.f16x2.e4m3x2 (hardware, sm_89+) turns 2 weights into a half2, exact, then each half
 //         to fp32 (exact): ~2.5 instructions per weight with the FFMA. Row scale in the epilogue.
 //   int4  no conversion instruction at all: nibble k of a 32-bit word masked in place (u & 0xF << 4k,
@@ -225,7 +228,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
                        bf16f(gb.y >> 16) * v.w);
   };
   [[maybe_unused]] float inv = 1.0f;
-  if constexpr (kNorm || kSt || F::kGroups) {
+  [[maybe_unused]] __shared__ float xpart[F::kOffset ? kWarps : 1];  // kOffset: the warps' sums of x
+  [[maybe_unused]] float xs = 0.0f;                                  // kOffset: this thread's
+  if constexpr (kNorm || kSt || F::kGroups || F::kOffset) {
     float ss = 0.0f;
     for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kThreads) {
       float4 v[kB];
@@ -247,15 +252,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
             const float sum = warp_sum(((x.x + x.y) + x.z) + x.w);
             if (lane == 0) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
             if constexpr (kSt) stage_at(f) = F::prescale(x, f & 1);
-          } else if constexpr (kSt) {
-            stage_at(f) = x;
+          } else {
+            if constexpr (F::kOffset) xs += ((x.x + x.y) + x.z) + x.w;
+            if constexpr (kSt && F::kPrescale) stage_at(f) = F::prescale(x, false);
+            else if constexpr (kSt) stage_at(f) = x;
           }
         }
       }
     }
+    if constexpr (F::kOffset) {
+      xs = warp_sum(xs);
+      if (lane == 0) xpart[warp] = xs;
+    }
     if constexpr (kNorm) inv = block_inv_rms(ss, p.cols, p.eps);  // its __syncthreads publishes the staging
   }
-  if constexpr (!kNorm && (kSt || F::kGroups)) __syncthreads();
+  if constexpr (!kNorm && (kSt || F::kGroups || F::kOffset)) __syncthreads();
+  // kOffset: -128 sum(x) (x times the norm weight), the sums' offset, in every lane of every warp.
+  [[maybe_unused]] float xoff = 0.0f;
+  if constexpr (F::kOffset) xoff = -128.0f * warp_sum(lane < kWarps ? xpart[lane] : 0.0f);
 
   // x values for word j of vector i (F::kXW float4s).
   auto xword = [&](int i, int j, float4* xw) {
@@ -268,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
         const int f = kP * i + k;
         float4 v = x4[f];
         if constexpr (kNorm) v = gmul4(v, f);
-        if constexpr (F::kGroups) v = F::prescale(v, h == 1);
+        if constexpr (F::kPrescale) v = F::prescale(v, h == 1);
         xw[h] = v;
       }
     }
@@ -375,6 +389,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
     if constexpr (F::kGroups) {
       v *= 0x1p53f;  // 2^(149 - K)
     } else {
+      if constexpr (F::kOffset) v = fmaf(v, 0x1p53f, xoff);  // sum((q + 128) x) - 128 sum(x)
       if (lane < kR) v *= epi[warp][lane][0];
     }
     if constexpr (kNorm) v *= inv;  // the norm's 1 / rms (the prologue staged x times the norm weight)

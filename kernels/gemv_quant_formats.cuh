@@ -82,19 +82,30 @@ __device__ __forceinline__ unsigned word(const uint2& v, int j) { return j == 0 
 
 // Formats. Vec: the load vector (16 bytes, or 8 for I4N) of kWords 32-bit words; kCols: columns per
 // vector; kXW: float4s of x per 32-bit word; kVecPerGroup: vectors per int4 group of 128 columns;
+// kPrescale: x is read pre-scaled by prescale() (staged so, or scaled as it is read), the weights
+// being masked in place as fp32 subnormals (see the top comment of gemv_quant.cu); kOffset: the
+// weights enter the sums offset by 128 (int8: q + 128), which the epilogue takes back as 128 sum(x);
 // dot_word(): the products of one 32-bit word (columns 4j.. or 8j..) with their x values, added to d.
 struct I8 {
   using Vec = uint4;
   static constexpr int kCols = 16, kXW = 1, kAlign = 16, kWords = 4, kVecPerGroup = 1;
-  static constexpr bool kGroups = false;
+  static constexpr bool kGroups = false, kPrescale = true, kOffset = true;
+  // The pre-scale of x at column position k = column % 4: 2^(K - 8k) for the bytes masked in place
+  // (k = 0, 1, 2) and 2^K for byte 3, shifted down to bits 0-7.
+  __device__ static float4 prescale(float4 v, bool) {
+    return make_float4(v.x * 0x1p96f, v.y * 0x1p88f, v.z * 0x1p80f, v.w * 0x1p96f);
+  }
+  // Byte k of t = u ^ 0x80808080 is b = q + 128 in [0, 255]; masked in place it is the fp32 value
+  // b * 2^(8k - 149) (bits 0-23: subnormal, or for byte 2 with its top bit set the first normal
+  // binade, where fp32 is still linear in the bit pattern). With x pre-scaled, each product is
+  // b x 2^(K - 149), exact up to the FFMA's rounding.
   __device__ static float dot_word(unsigned u, const float4* xw, float d) {
-    const unsigned t = u ^ 0x80808080u;  // each byte: q + 128
-    constexpr float kMagic = 8388736.0f;  // 2^23 + 128
+    const unsigned t = u ^ 0x80808080u;
     const float4 a = xw[0];
-    d = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7440)) - kMagic, a.x, d);
-    d = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7441)) - kMagic, a.y, d);
-    d = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7442)) - kMagic, a.z, d);
-    d = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7443)) - kMagic, a.w, d);
+    d = fma_sub(__uint_as_float(t & 0x000000FFu), a.x, d);
+    d = fma_sub(__uint_as_float(t & 0x0000FF00u), a.y, d);
+    d = fma_sub(__uint_as_float(t & 0x00FF0000u), a.z, d);
+    d = fma_sub(__uint_as_float(t >> 24), a.w, d);
     return d;
   }
   __device__ static float elem(const QParams& p, int row, int c) {
@@ -105,7 +116,7 @@ struct I8 {
 struct F8 {
   using Vec = uint4;
   static constexpr int kCols = 16, kXW = 1, kAlign = 16, kWords = 4, kVecPerGroup = 1;
-  static constexpr bool kGroups = false;
+  static constexpr bool kGroups = false, kPrescale = false, kOffset = false;
   __device__ static float2 pair(unsigned bits16) {
     const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(bits16), __NV_E4M3);
     return __half22float2(__half2(h));
@@ -128,7 +139,7 @@ struct F8 {
 struct I4 {
   using Vec = uint4;
   static constexpr int kCols = 32, kXW = 2, kAlign = 128, kWords = 4, kVecPerGroup = 4;
-  static constexpr bool kGroups = true;
+  static constexpr bool kGroups = true, kPrescale = true, kOffset = false;
   // The pre-scale of x at column position k = column % 8: 2^(K - e(k)) with e = 0, 4, .., 20, 16, 0
   // (nibble 6 is taken at bits 16-19 of u >> 8, nibble 7 at bits 0-3 of u >> 28).
   __device__ static float4 prescale(float4 v, bool upper) {

@@ -8,13 +8,15 @@
 // the whole chain per token estimated as 28 x (q/k/v + o + gate/up + down) + lm_head.
 // --sweep: graph + PDL only, every QGemvTuning combination per format and matrix (one line each,
 // combinations resolving to the same launch timed once), the best per matrix, and the chain with the
-// best per matrix and with the automatic knobs. --chain: the step's products in the engine's order
+// best per matrix and with the automatic knobs. --views: the split-K stand-ins below instead of the
+// model's matrices (their per-token sums then mean nothing). --chain: the step's products in the engine's order
 // with launch variants (see chain()). --fmt int8|fp8|int4 limits any mode to a format.
-//   bench_gemv_quant [--sweep | --chain] [--fmt FMT]
+//   bench_gemv_quant [--sweep | --chain] [--views] [--fmt FMT]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,22 @@ const Shape kShapes[] = {{"norm+qkv+bias", kQkv, kH, true, true, false, false, k
                          {"norm+gate/up+swiglu", 2 * kFF, kH, true, false, false, true, kLayers},
                          {"down+residual", kH, kFF, false, false, true, false, kLayers},
                          {"norm+lm_head", kVocab, kH, true, false, false, false, 1}};
+// --views: timing-only stand-ins for products split over their columns (split-K), each slice of a
+// row taken as a row of its own: S x rows rows of cols / S columns (the same bytes; y holds S x rows
+// sums, each block stages cols / S of x). What a split kernel would pay for its x staging and its
+// items, without the adds that would merge the slices' sums.
+const Shape kViewShapes[] = {{"down split 2 (view)", 2 * kH, kFF / 2, false, false, true, false, kLayers},
+                             {"down split 4 (view)", 4 * kH, kFF / 4, false, false, true, false, kLayers},
+                             {"down split 8 (view)", 8 * kH, kFF / 8, false, false, true, false, kLayers},
+                             {"o split 2 (view)", 2 * kH, kH / 2, false, false, true, false, kLayers}};
+struct Shapes {
+  const Shape* first;
+  int count;
+  const Shape* begin() const { return first; }
+  const Shape* end() const { return first + count; }
+};
+// int4's fast path takes whole groups of 128 columns.
+bool runs_fast(QuantKind kind, const Shape& s) { return kind != QuantKind::int4_group || s.cols % 128 == 0; }
 
 const char* kind_name(QuantKind k) {
   switch (k) {
@@ -221,12 +239,13 @@ bool same_knobs(const QGemvTuning& a, const QGemvTuning& b) {
 // --sweep: every knob combination (graph + PDL) per format and model matrix, combinations that
 // resolve to the same launch timed once; the best per matrix; the per-token chain with the best
 // per matrix and with the automatic choice.
-int sweep(double copy_gbs, cudaStream_t stream, const char* only_fmt) {
+int sweep(double copy_gbs, cudaStream_t stream, const char* only_fmt, Shapes shapes) {
   std::printf("sweep: graph + pdl, us per launch; knobs as resolved by gemv_quant_plan (auto = the defaults)\n");
   for (const QuantKind kind : kKinds) {
     if (only_fmt && std::strcmp(only_fmt, kind_name(kind)) != 0) continue;
     double best_chain = 0, auto_chain = 0, mb_chain = 0;
-    for (const Shape& s : kShapes) {
+    for (const Shape& s : shapes) {
+      if (!runs_fast(kind, s)) continue;
       ShapeBench b(kind, s, stream);
       struct Tried {
         QGemvTuning knobs;
@@ -382,16 +401,19 @@ int chain(double copy_gbs, cudaStream_t stream, const char* only_fmt) {
 
 int main(int argc, char** argv) {
   bool do_sweep = false, do_chain = false;
+  Shapes shapes{kShapes, static_cast<int>(std::size(kShapes))};
   const char* only_fmt = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sweep") == 0) {
       do_sweep = true;
     } else if (std::strcmp(argv[i], "--chain") == 0) {
       do_chain = true;
+    } else if (std::strcmp(argv[i], "--views") == 0) {
+      shapes = Shapes{kViewShapes, static_cast<int>(std::size(kViewShapes))};
     } else if (std::strcmp(argv[i], "--fmt") == 0 && i + 1 < argc) {
       only_fmt = argv[++i];
     } else {
-      std::printf("usage: bench_gemv_quant [--sweep | --chain] [--fmt int8|fp8|int4]\n");
+      std::printf("usage: bench_gemv_quant [--sweep | --chain] [--views] [--fmt int8|fp8|int4]\n");
       return 2;
     }
   }
@@ -406,7 +428,7 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   if (do_sweep || do_chain) {
-    const int rc = do_sweep ? sweep(copy_gbs, stream, only_fmt) : chain(copy_gbs, stream, only_fmt);
+    const int rc = do_sweep ? sweep(copy_gbs, stream, only_fmt, shapes) : chain(copy_gbs, stream, only_fmt);
     CHECK(cudaStreamDestroy(stream));
     return rc;
   }
@@ -421,7 +443,8 @@ int main(int argc, char** argv) {
   for (const QuantKind kind : kKinds) {
     if (only_fmt && std::strcmp(only_fmt, kind_name(kind)) != 0) continue;
     Summary sum{kind, 0, 0, 0};
-    for (const Shape& s : kShapes) {
+    for (const Shape& s : shapes) {
+      if (!runs_fast(kind, s)) continue;
       ShapeBench b(kind, s, stream);
       const float eager_us = b.eager_us(), graph_us = b.graph_us();
       const std::size_t bytes = b.launched_bytes();

@@ -125,8 +125,9 @@ struct HostQuant {
       std::copy(part.group_min.begin(), part.group_min.end(), m.group_min.begin() + (part.group_min.empty() ? 0 : g * r0));
     }
   }
-  // Row r: dequantized values (dst), the magnitudes |s q| (+ |m| for int4) of the kernel's terms,
-  // and (int4) |s| (128 + q), the terms of the tensor-core kernel's offset sums (else 0).
+  // Row r: dequantized values (dst), the magnitudes of the kernel's terms (|s q|; int4 + |m|; int8
+  // |s| (q + 256), below), and (int4) |s| (128 + q), the terms of the tensor-core kernel's offset
+  // sums (else 0).
   void row(std::int64_t r, std::vector<float>& dst, std::vector<double>& mag, std::vector<double>& omag) const {
     const std::int64_t cols = m.cols;
     dst.resize(static_cast<std::size_t>(cols));
@@ -141,6 +142,12 @@ struct HostQuant {
         mag[c] = std::fabs(static_cast<double>(qc) * bf16_to_f(m.group_scale[k])) + std::fabs(bf16_to_f(m.group_min[k]));
         omag[c] = std::fabs(static_cast<double>(bf16_to_f(m.group_scale[k]))) * (128 + qc);
       }
+    } else if (m.format == QuantFormat::int8_row) {
+      // The vector kernel's sums carry b = q + 128 (the weights masked in place), then take back
+      // 128 sum(x): |s| (q + 128) + 128 |s| per term.
+      const auto* q = reinterpret_cast<const std::int8_t*>(m.q.data()) + r * cols;
+      const double s = std::fabs(static_cast<double>(m.row_scale[static_cast<std::size_t>(r)]));
+      for (std::int64_t c = 0; c < cols; ++c) mag[c] = s * (q[c] + 256);
     } else {
       for (std::int64_t c = 0; c < cols; ++c) mag[c] = std::fabs(static_cast<double>(dst[c]));
     }

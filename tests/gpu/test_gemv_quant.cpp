@@ -13,8 +13,9 @@
 // its input before the previous kernel has finished writing it.
 //
 // Tolerance, per output (u = 2^-24). Both sides use the same quantized bytes and fp32 x, so the
-// differences are fp32 roundings. Let A = sum_c |s q_c| |xn_c| (int8 / fp8: s the row scale) or
-// sum_c (|s_g q_c| + |m_g|) |xn_c| (int4), the magnitudes the kernel's sums actually carry (int4's
+// differences are fp32 roundings. Let A = sum_c |s q_c| |xn_c| (fp8: s the row scale), sum_c |s|
+// (q_c + 256) |xn_c| (int8: the vector kernel sums (q + 128) x, then subtracts 128 sum(x)) or sum_c
+// (|s_g q_c| + |m_g|) |xn_c| (int4), the magnitudes the kernel's sums actually carry (int4's
 // s (q . x) + m sum(x) split can be far larger than |w x| when m cancels s q):
 //   - products and sums: a product passes through at most N = ceil(cols / 32) + 64 fp32 roundings:
 //     the element-wise kernel's lane sum of ceil(cols / 32) terms, 5 shuffle levels and the epilogue;
