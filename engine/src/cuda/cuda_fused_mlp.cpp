@@ -104,7 +104,9 @@ Status CudaBackend::choose_att_sums() {
   att_sums_stride_ = 0;
   att_sums_bytes_ = 0;
   // The sums are divided by the fused path's o product; each layer's attention zeroes the previous
-  // layer's pair, which needs two layers or more.
+  // layer's pair, which needs two layers or more. (The quantized o product taking them, measured in
+  // session 32: int8 / fp8 decode 2-4% slower at short context, int4 level there and +0.9% at 4k;
+  // not built.)
   if (!fused_mlp_ || !decode_scratch_ || layers_.size() < 2) return ok_status();
   const ModelConfig& c = config_;
   kernels::AttentionArgs probe;
