@@ -56,6 +56,9 @@ mkdir -p "$src/build/gpu/bin" 2>/dev/null; cp -n "$bin"/* "$src/build/gpu/bin/" 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
 declare -A status
 [ $quant7b = 1 ] && export COSMOS_QUANT_7B=1
+# Each binary's log goes to tests.log and its status to stdout as soon as it ends, so a call cut
+# short by its time limit still brings back what finished.
+: > "$OUT/tests.log"
 for t in "$bin"/test_*; do
   name=$(basename "$t")
   # COSMOS_TESTS="test_a test_b" runs only those binaries (default: all).
@@ -70,8 +73,9 @@ for t in "$bin"/test_*; do
   elif [ "${nskip:-0}" != 0 ] && [ "${npass:-0}" = 0 ]; then status[$name]="skipped"
   elif [ "${nskip:-0}" != 0 ]; then status[$name]="passed ($nskip skipped)"
   else status[$name]="passed"; fi
+  cat "$LOGS/$name.log" >> "$OUT/tests.log"
+  printf 'ran %-32s %s\n' "$name" "${status[$name]}"
 done
-cat "$LOGS"/test_*.log > "$OUT/tests.log"
 
 "$bin/cosmos-cli" bench-tokenizer --tokenizer "$tokpath" --mb 1 --reps 3 --json >"$LOGS/bench_tokenizer.json" 2>&1
 bench_mbs=$(python3 -c "import json;print('%.1f'%json.load(open('$LOGS/bench_tokenizer.json'))['encode_mb_per_s'])" 2>/dev/null)
