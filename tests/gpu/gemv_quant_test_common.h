@@ -17,24 +17,15 @@
 #include <gtest/gtest.h>
 
 #include "cosmos/quant.h"
+#include "gpu_test_buffers.h"
 #include "kernels/device_info.cuh"
 #include "kernels/gemv_quant.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::gemv_quant_test {
 
-// Fast deterministic uniform random numbers in [-1, 1) (splitmix64).
-struct Rng {
-  std::uint64_t s;
-  explicit Rng(std::uint64_t seed) : s(seed) {}
-  float next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<float>(z >> 40) / static_cast<float>(1 << 23) - 1.0f;
-  }
-};
+using gpu_test::DevBuf;
+using gpu_test::Rng;
 
 inline float bf16_to_f(std::uint16_t b) {
   const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
@@ -48,36 +39,6 @@ inline std::uint16_t f_to_bf16(float v) {
   std::memcpy(&b, &h, 2);
   return b;
 }
-
-// A device buffer holding `n` elements starting `offset` elements into the allocation (offset 1 on a
-// 16-byte aligned allocation makes a misaligned pointer), plus `guard` NaN-poisoned elements after.
-template <typename E>
-struct DevBuf {
-  E* base = nullptr;
-  E* ptr = nullptr;
-  std::size_t n = 0;
-  DevBuf() = default;
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  ~DevBuf() {
-    if (base) cudaFree(base);
-  }
-  void alloc(std::size_t count, int offset = 0, int guard = 0) {
-    n = count;
-    const std::size_t bytes = std::max<std::size_t>((count + offset + guard) * sizeof(E), 16);
-    ASSERT_EQ(cudaMalloc(&base, bytes), cudaSuccess);
-    ASSERT_EQ(cudaMemset(base, 0xFF, bytes), cudaSuccess);  // NaN for floats and bf16
-    ptr = base + offset;
-  }
-  void upload(const std::vector<E>& v) {
-    ASSERT_EQ(cudaMemcpy(ptr, v.data(), v.size() * sizeof(E), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<E> download(std::size_t count) const {
-    std::vector<E> v(count);
-    EXPECT_EQ(cudaMemcpy(v.data(), ptr, count * sizeof(E), cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-};
 
 inline const char* fmt_name(QuantFormat f) {
   switch (f) {
