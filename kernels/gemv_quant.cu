@@ -553,6 +553,10 @@ Plan plan_fmt(const QGemvArgs& a) {
   // Measured alone (bench_gemv_quant --sweep --fmt int4, 2 -> 4 rows): gate/up 25.77 -> 25.35 us,
   // lm_head 89.14 -> 84.88, o 4.24 -> 4.05; but o at 4 rows (112 blocks of 2 per SM) lost in the
   // engine (session 29: with the one-pass prologue, int4 decode 553.7 -> 551.7 tok/s), so o keeps 2.
+  // q/k/v (a normalized input without SwiGLU) takes 4 rows too, on its 144 blocks, instead of the
+  // tensor-core kernel's 288 (session 34's engine A/B, 4 rounds: int4 decode @4096 478.7 -> 484.3
+  // tok/s, @0 level at 571.5 -> 572.0). It leaves room on most SMs for the attention's blocks to start under PDL while q/k/v streams. On the full wave
+  // (264 blocks, every register file full) it measured 6.05 us alone and 2% slower in the engine.
   bool narrow = false;
   if constexpr (std::is_same_v<F, I4>) {
     const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
@@ -561,7 +565,8 @@ Plan plan_fmt(const QGemvArgs& a) {
       loads = kNarrowLoads;
       const long long items4 = a.swiglu ? (outs + 1) / 2 : (a.rows + 3) / 4;
       const long long warps2 = static_cast<long long>(dev.sms) * 2 * kWarps;
-      if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && items4 >= 2 * warps2)) rows = 4;
+      if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && (items4 >= 2 * warps2 || (norm && !a.swiglu))))
+        rows = 4;
       pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>(rows) : narrow_kernel<true, false>(rows))
                        : (a.swiglu ? narrow_kernel<false, true>(rows) : narrow_kernel<false, false>(rows));
     }
@@ -589,11 +594,13 @@ Plan plan_fmt(const QGemvArgs& a) {
   const bool l2 = g_tuning.l2_next >= 0 ? g_tuning.l2_next != 0 : (pl.items > launched && pl.items <= 2 * launched);
   if constexpr (F::kGroups) {
     // Automatic: int4 on tensor cores (4 groups in flight per warp, 8 warps per tile) for a
-    // normalized input without SwiGLU whose tiles all run at once: the q/k/v shape, 6.96 against
-    // 8.0 us (its RMSNorm prologue reads x once, into registers; the CUDA-core kernel's takes two
-    // passes). Everywhere else the CUDA-core kernel measured faster: o 4.5 against 5.6 us, down
-    // 17.9 / 24.1, gate/up 26.4 / 29.9, lm_head 94 / 105 (bench_gemv_quant --sweep, docs/PERFORMANCE.md).
-    if (g_tuning.mma < 0 && vec && norm && !a.swiglu && gemv_q4_mma_fits(a) &&
+    // normalized input without SwiGLU whose tiles all run at once, where the 4-row kernel above does
+    // not apply (rows of other than whole sets of 3,584 columns): there it measured 6.96 against
+    // 8.0 us for 2 rows (its RMSNorm prologue reads x once, into registers; the CUDA-core kernel's
+    // takes two passes). Everywhere else the CUDA-core kernel measured faster: o 4.5 against 5.6 us,
+    // down 17.9 / 24.1, gate/up 26.4 / 29.9, lm_head 94 / 105 (bench_gemv_quant --sweep,
+    // docs/PERFORMANCE.md).
+    if (g_tuning.mma < 0 && vec && norm && !a.swiglu && !(narrow && rows == 4) && gemv_q4_mma_fits(a) &&
         gemv_q4_mma_tile_warps(a, 4, g_tuning.mma_tile_warps) == 8) {
       pl.knobs = QGemvTuning{0, 0, 0, 0, 0, 4, 8};
       return pl;
