@@ -515,20 +515,22 @@ Plan plan_fmt(const QGemvArgs& a) {
   const long long warps = static_cast<long long>(dev.sms) * (stage == kXSmemBig ? 2 : 4) * kWarps;  // nominal, one wave
 
   // Rows per item: SwiGLU pairs gate and up. Otherwise 1 when that takes fewer rounds of items over
-  // the wave's warps (the small matrices: every warp busy instead of half), or as many with a last
-  // round of at most a quarter of the warps (q/k/v: 4608 rows on 4224 warps, the rest prefetched by
-  // l2_next); else 2 (half the x reads per weight: lm_head, and the down projection at 2 blocks per
-  // SM, where 3584 rows are 1792 items on 2112 warps).
+  // the wave's warps (the small matrices, o: every warp busy instead of half); else 2 (half the x
+  // reads per weight: lm_head, the down projection at 2 blocks per SM, where 3584 rows are 1792
+  // items on 2112 warps, and q/k/v, 4608 rows: 2304 items on 288 blocks).
   // Measured (bench_gemv_quant --sweep, H200, docs/PERFORMANCE.md): int4 is fastest at 2 rows on
-  // every shape (its x reads per weight dominate), int8 / fp8 at 1 on q/k/v and o.
+  // every shape (its x reads per weight dominate), int8 / fp8 at 1 on q/k/v and o. But in the
+  // engine int8 / fp8 q/k/v at 1 row (all 528 blocks of the wave, every register file full, the
+  // second rows prefetched by l2_next) left the attention that follows no room to start under PDL:
+  // at 2 rows decode @4096 went 421.7 -> 425.1 tok/s (int8) and 426.0 -> 428.7 (fp8), @0 463.4 ->
+  // 467.8 (int8) and level (fp8) (session 34's engine A/B, means of 3 rounds).
   int rows = 2;
   if (!a.swiglu) {
     if (g_tuning.rows_per_item == 1 || g_tuning.rows_per_item == 2) {
       rows = g_tuning.rows_per_item;
     } else if (!F::kGroups) {
       const long long r1 = (a.rows + warps - 1) / warps, r2 = ((a.rows + 1) / 2 + warps - 1) / warps;
-      const long long tail = a.rows - (r1 - 1) * warps;
-      rows = (r1 < 2 * r2 || (r1 == 2 * r2 && 4 * tail <= warps)) ? 1 : 2;
+      rows = r1 < 2 * r2 ? 1 : 2;
     }
   }
   // Loads per row per step: 8 slots (32 registers) of weights, 16 at 2 blocks per SM; 4 when a row
