@@ -2,8 +2,10 @@
 // (gemv_quant.cu) spends ~4.5 instructions per weight (ncu); here the products run as mma.m16n8k16
 // (bf16 inputs, fp32 accumulation): ncu counts 2.7 instructions per weight (a LOP3 per two weights,
 // 3 shifts per 8, 1/8 of an mma, and the per-group epilogue). Measured (docs/PERFORMANCE.md, session
-// 6) it beats the CUDA-core kernel only on the q/k/v shape; the automatic choice (gemv_quant.cu,
-// plan_fmt) uses it there. Both are latency-bound: see "Next" in docs/PERFORMANCE.md.
+// 6) it beat the CUDA-core kernel only on the q/k/v shape, where the automatic choice (gemv_quant.cu,
+// plan_fmt) used it until session 34; since then q/k/v of 3,584 columns runs on the CUDA-core kernel
+// at 4 rows per item, whose 144 blocks leave room for the attention, and this kernel takes the
+// normalized products of other widths (and the `mma` knob). Both are latency-bound.
 //
 // The problem as mma: A = a 16-row tile of W (16 x 16 per mma), B = 16 x 8 with x split as
 // x = hi + lo, hi in column 0 and lo in column 1 (bf16 each, so x keeps 16 significant bits; the
