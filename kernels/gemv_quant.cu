@@ -555,10 +555,12 @@ Plan plan_fmt(const QGemvArgs& a) {
   // Measured alone (bench_gemv_quant --sweep --fmt int4, 2 -> 4 rows): gate/up 25.77 -> 25.35 us,
   // lm_head 89.14 -> 84.88, o 4.24 -> 4.05; but o at 4 rows (112 blocks of 2 per SM) lost in the
   // engine (session 29: with the one-pass prologue, int4 decode 553.7 -> 551.7 tok/s), so o keeps 2.
-  // q/k/v (a normalized input without SwiGLU) takes 4 rows too, on its 144 blocks, instead of the
-  // tensor-core kernel's 288 (session 34's engine A/B, 4 rounds: int4 decode @4096 478.7 -> 484.3
-  // tok/s, @0 level at 571.5 -> 572.0). It leaves room on most SMs for the attention's blocks to start under PDL while q/k/v streams. On the full wave
-  // (264 blocks, every register file full) it measured 6.05 us alone and 2% slower in the engine.
+  // q/k/v (a normalized input without SwiGLU; lm_head takes 4 rows by the rule before) takes 4 rows
+  // too, on its 144 blocks, instead of the tensor-core kernel's 288: 5.62 against 7.0 us alone, and
+  // it leaves room on most SMs for the attention's blocks to start under PDL while q/k/v streams
+  // (session 34's engine A/B, 3 rounds: int4 decode @4096 481.0 -> 485.9 tok/s, @0 level at 572).
+  // On the full wave (264 blocks, every register file full) it took 6.05 us alone but was 2% slower
+  // in the engine.
   bool narrow = false;
   if constexpr (std::is_same_v<F, I4>) {
     const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
