@@ -82,6 +82,24 @@ static_assert(kI4K - 149 == -53, "I4::prescale, the group sums and the epilogue 
 // Where x lives (the kernel's kStage): read through L1; staged in shared memory (<= 16 KB, 4 blocks
 // per SM, 64 registers); staged, larger, at 2 blocks per SM (128 registers).
 constexpr int kXL1 = 0, kXSmem = 1, kXSmemBig = 2;
+
+// Four warp sums in one butterfly, 6 shuffles on one dependent chain of 5 instead of 4 chains of 5:
+// lane l gets the sum over the warp of v[(l >> 3) & 3]. For the int4 prologue's group sums of the
+// down projection's 74 KB x, 4 groups per batch: one after another, their shuffles were ~8% of the
+// kernel's stall samples (ncu source view). In one butterfly: int4 down 17.0 -> 16.2 us alone, int4
+// decode @0 571.6 -> 578.7 tok/s, @4096 482.6 -> 490.6 (session 35's engine A/B, means of 3 rounds).
+__device__ __forceinline__ float warp_sum4(const float (&v)[4]) {
+  const unsigned lane = threadIdx.x & 31u;
+  const bool h16 = (lane & 16u) != 0, h8 = (lane & 8u) != 0;
+  // Lanes < 16 keep values 0 and 1 and send 2 and 3; lanes >= 16 the other way round.
+  const float a0 = (h16 ? v[2] : v[0]) + __shfl_xor_sync(0xffffffffu, h16 ? v[0] : v[2], 16);
+  const float a1 = (h16 ? v[3] : v[1]) + __shfl_xor_sync(0xffffffffu, h16 ? v[1] : v[3], 16);
+  float a = (h8 ? a1 : a0) + __shfl_xor_sync(0xffffffffu, h8 ? a0 : a1, 8);
+#pragma unroll
+  for (int off = 4; off > 0; off >>= 1) a += __shfl_xor_sync(0xffffffffu, a, off);
+  return a;
+}
+
 // Resident blocks per SM the kernel is built for (its register budget): 2 with the big staging or
 // 4 rows per item (kR x kU weight registers), else 4.
 template <int kStage, int kR>
@@ -234,6 +252,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
     float ss = 0.0f;
     for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kThreads) {
       float4 v[kB];
+      [[maybe_unused]] float part[kB] = {};  // int4, kB = 4: the float4s' sums, for the group sums
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
         const int f = f0 + b * kThreads;
@@ -249,8 +268,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
             x = gmul4(x, f);
           }
           if constexpr (F::kGroups) {
-            const float sum = warp_sum(((x.x + x.y) + x.z) + x.w);
-            if (lane == 0) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
+            if constexpr (kB == 4) {
+              part[b] = ((x.x + x.y) + x.z) + x.w;  // summed over the warp below, 4 groups at once
+            } else {
+              const float sum = warp_sum(((x.x + x.y) + x.z) + x.w);
+              if (lane == 0) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
+            }
             if constexpr (kSt) stage_at(f) = F::prescale(x, f & 1);
           } else {
             if constexpr (F::kOffset) xs += ((x.x + x.y) + x.z) + x.w;
@@ -258,6 +281,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
             else if constexpr (kSt) stage_at(f) = x;
           }
         }
+      }
+      if constexpr (F::kGroups && kB == 4) {  // warp-uniform: n4 is a multiple of 32 with int4
+        const float sum = warp_sum4(part);
+        const int f = f0 + static_cast<int>((lane >> 3) & 3) * kThreads;
+        if ((lane & 7) == 0 && f < n4) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
       }
     }
     if constexpr (F::kOffset) {
