@@ -11,7 +11,8 @@
 // rows; 2 blocks per SM for the 56 weight registers). Lane l reads the
 // 16-byte vectors l, l + 32, .., l + 32 (kU - 1) of each row per step (coalesced), kU = 4 or 8 load
 // slots per row (int4 rows of 3,584 columns: 8-byte vectors, 7 slots, so that no slot is empty in
-// half the lanes, format I4N). Pipelined (kPipe), each slot is refilled with the next step's vector (or, after
+// half the lanes, format I4N; int8 / fp8 q/k/v rows of 3,584 columns: 7 slots, the row in one step).
+// Pipelined (kPipe), each slot is refilled with the next step's vector (or, after
 // an item's last step, the next item's first) right after it is consumed, so kR x kU loads stay in
 // flight while the warp computes, with no second register buffer; otherwise a step's loads go out
 // after the step before it is computed. The epilogue's per-row constants (row scale, bias) are
@@ -102,8 +103,8 @@ __device__ __forceinline__ float warp_sum4(const float (&v)[4]) {
 
 // Resident blocks per SM the kernel is built for (its register budget): 2 with the big staging or
 // 4 rows per item (kR x kU weight registers), else 4.
-template <int kStage, int kR>
-constexpr int kMinBlocks = kStage == kXSmemBig || kR == 4 ? 2 : 4;
+template <typename F, int kStage, int kR, int kU>
+constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(sizeof(typename F::Vec)) / 4 > 32 ? 2 : 4;
 
 // Vector path. Shared memory: kStage != kXL1: x (times the norm weight when kNorm, whose 1 / rms the
 // epilogue applies; pre-scaled for int4) as [kP][ps] float4 (float4 k of vector i at k * ps + i: a
@@ -117,7 +118,7 @@ constexpr int kMinBlocks = kStage == kXSmemBig || kR == 4 ? 2 : 4;
 __host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
 
 template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(const QParams p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_q_vec(const QParams p) {
   constexpr bool kSt = kStage != kXL1;
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
   constexpr int kStep = 32 * kU;     // vectors per row per step
@@ -130,9 +131,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kStage, kR>) gemv_q_vec(c
   // At 4 rows per item only: at 2 (64 registers) ptxas then spills. Measured (session 35): int4
   // gate/up 24.6 -> 22.8 us and lm_head 84.0 -> 77.5 alone; int4 decode @0 580.3 -> 592.1 tok/s,
   // @4096 489.2 -> 500.2 (engine A/B, means of 4 rounds).
-  constexpr bool kExact = std::is_same_v<F, I4N> && kR == 4;
+  constexpr bool kExact = (std::is_same_v<F, I4N> && kR == 4) || (!F::kGroups && kU == 7);
   constexpr int kStepGroups = 32 * kU / kVG;  // kExact: groups per step, lanes < this hold one each
-  static_assert(!kExact || (kGS == 1 && kStepGroups <= 32), "I4N: one group per lane and step");
+  static_assert(!kExact || !F::kGroups || (kGS == 1 && kStepGroups <= 32), "I4N: one group per lane and step");
   static_assert(!kSwiglu || kR == 2 || kR == 4, "SwiGLU items are kR / 2 gate rows and their up rows");
   static_assert(kR == 1 || kR == 2 || kR == 4, "1, 2 or 4 rows per item");
   constexpr int kOuts = kSwiglu ? kR / 2 : kR;  // outputs per item
@@ -613,7 +614,24 @@ Plan plan_fmt(const QGemvArgs& a) {
                        : (a.swiglu ? narrow_kernel<false, true>(rows) : narrow_kernel<false, false>(rows));
     }
   }
-  if (narrow) {
+  // int8 / fp8 rows of whole sets of 32 x 7 16-byte vectors (3,584 columns), x staged: one step of 7
+  // loads per lane and row, no bounds checks (kExact), where 4 loads take two steps, the second a
+  // quarter empty. Automatic for the normalized product without SwiGLU (q/k/v; 2 rows per item at 2
+  // blocks per SM for the 56 weight registers): alone 7.57 -> 7.16 us (int8), 7.54 -> 7.15 (fp8);
+  // int8 decode @0 462.5 -> 469.1 tok/s, @4096 423.1 -> 426.1 (session 35's engine A/B, means of 3
+  // rounds). The o product took it slower (int8 5.24 -> 5.79 us alone, level in the engine): there
+  // only with the knob (loads = 7).
+  bool q8n = false;
+  if constexpr (!F::kGroups) {
+    const bool want = g_tuning.loads == kNarrowLoads || (g_tuning.loads == 0 && norm);
+    if (want && vec && stage == kXSmem && !a.swiglu && vecs % (32 * kNarrowLoads) == 0 && !pipe) {
+      q8n = true;
+      loads = kNarrowLoads;
+      pl.kernel = norm ? (rows == 2 ? gemv_q_vec<F, true, false, kXSmem, 2, 7, false> : gemv_q_vec<F, true, false, kXSmem, 1, 7, false>)
+                       : (rows == 2 ? gemv_q_vec<F, false, false, kXSmem, 2, 7, false> : gemv_q_vec<F, false, false, kXSmem, 1, 7, false>);
+    }
+  }
+  if (narrow || q8n) {
   } else if (norm) {
     pl.kernel = a.swiglu ? pick<F, true, true>(vec, stage, rows, loads, pipe) : pick<F, true, false>(vec, stage, rows, loads, pipe);
   } else {
