@@ -101,8 +101,8 @@ __device__ __forceinline__ float warp_sum4(const float (&v)[4]) {
   return a;
 }
 
-// Resident blocks per SM the kernel is built for (its register budget): 2 with the big staging or
-// 4 rows per item (kR x kU weight registers), else 4.
+// Resident blocks per SM the kernel is built for (its register budget): 2 (128 registers) with the
+// big staging or more than 32 weight registers (kR x kU vectors: int4 4 x 7, int8 / fp8 2 x 7), else 4.
 template <typename F, int kStage, int kR, int kU>
 constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(sizeof(typename F::Vec)) / 4 > 32 ? 2 : 4;
 
@@ -125,10 +125,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_
   constexpr int kVG = F::kVecPerGroup;  // int4: vectors per group
   constexpr int kGS = F::kGroups ? (kU + kVG - 1) / kVG : 1;  // int4: groups per lane per step (32 kU / kVG groups)
   static_assert(!F::kGroups || 32 % kVG == 0, "int4: a step must be whole groups");
-  // I4N runs only on rows of whole steps (plan_fmt: cols / 16 a multiple of 32 x kU): no vector
-  // and no group of a step is past the end of a row, so no bounds checks (their compares, branches
-  // and per-load address arithmetic were ~0.3 of the int4 gate/up's 3.5 instructions per weight).
-  // At 4 rows per item only: at 2 (64 registers) ptxas then spills. Measured (session 35): int4
+  // kExact: rows of whole steps, no bounds checks. plan_fmt takes 7 loads (I4N, and int8 / fp8 with
+  // kU = 7) only where a row is a whole number of steps (cols a multiple of 3,584), so no vector and
+  // no group of a step is past the end of a row (the checks' compares, branches and per-load
+  // address arithmetic were ~0.3 of the int4 gate/up's 3.5 instructions per weight). I4N at 4 rows
+  // per item only: at 2 (64 registers) ptxas then spills. Measured (session 35): int4
   // gate/up 24.6 -> 22.8 us and lm_head 84.0 -> 77.5 alone; int4 decode @0 580.3 -> 592.1 tok/s,
   // @4096 489.2 -> 500.2 (engine A/B, means of 4 rounds).
   constexpr bool kExact = (std::is_same_v<F, I4N> && kR == 4) || (!F::kGroups && kU == 7);
