@@ -11,7 +11,8 @@
 // rows; 2 blocks per SM for the 56 weight registers). Lane l reads the
 // 16-byte vectors l, l + 32, .., l + 32 (kU - 1) of each row per step (coalesced), kU = 4 or 8 load
 // slots per row (int4 rows of 3,584 columns: 8-byte vectors, 7 slots, so that no slot is empty in
-// half the lanes, format I4N; int8 / fp8 q/k/v rows of 3,584 columns: 7 slots, the row in one step).
+// half the lanes, format I4N; int8 / fp8 normalized rows of 3,584 columns (q/k/v, gate/up, lm_head):
+// 7 slots, the row in one step).
 // Pipelined (kPipe), each slot is refilled with the next step's vector (or, after
 // an item's last step, the next item's first) right after it is consumed, so kR x kU loads stay in
 // flight while the warp computes, with no second register buffer; otherwise a step's loads go out
@@ -617,19 +618,24 @@ Plan plan_fmt(const QGemvArgs& a) {
   }
   // int8 / fp8 rows of whole sets of 32 x 7 16-byte vectors (3,584 columns), x staged: one step of 7
   // loads per lane and row, no bounds checks (kExact), where 4 loads take two steps, the second a
-  // quarter empty. Automatic for the normalized product without SwiGLU (q/k/v; 2 rows per item at 2
-  // blocks per SM for the 56 weight registers): alone 7.57 -> 7.16 us (int8), 7.54 -> 7.15 (fp8);
-  // int8 decode @0 462.5 -> 469.1 tok/s, @4096 423.1 -> 426.1 (session 35's engine A/B, means of 3
-  // rounds). The o product took it slower (int8 5.24 -> 5.79 us alone, level in the engine): there
-  // only with the knob (loads = 7).
+  // quarter empty. Automatic for the normalized products (2 rows per item at 2 blocks per SM for the
+  // 56 weight registers): q/k/v alone 7.57 -> 7.16 us (int8), 7.54 -> 7.15 (fp8); int8 decode @0
+  // 462.5 -> 469.1 tok/s, @4096 423.1 -> 426.1 (session 35's engine A/B, means of 3 rounds). gate/up
+  // (SwiGLU: a gate row and its up row per item) 4.36 -> 3.27 instructions per weight (ncu), alone
+  // int8 34.22 -> 33.23 us, fp8 34.47 -> 33.64; decode @0 int8 462.3 -> 472.8, fp8 465.2 -> 475.0,
+  // @4096 +0.8% / +1.1% (session 36, means of 3 rounds). The o product took it slower (int8 5.24 ->
+  // 5.79 us alone, level in the engine): there only with the knob (loads = 7).
   bool q8n = false;
   if constexpr (!F::kGroups) {
     const bool want = g_tuning.loads == kNarrowLoads || (g_tuning.loads == 0 && norm);
-    if (want && vec && stage == kXSmem && !a.swiglu && vecs % (32 * kNarrowLoads) == 0 && !pipe) {
+    if (want && vec && stage == kXSmem && vecs % (32 * kNarrowLoads) == 0 && !pipe) {
       q8n = true;
       loads = kNarrowLoads;
-      pl.kernel = norm ? (rows == 2 ? gemv_q_vec<F, true, false, kXSmem, 2, 7, false> : gemv_q_vec<F, true, false, kXSmem, 1, 7, false>)
-                       : (rows == 2 ? gemv_q_vec<F, false, false, kXSmem, 2, 7, false> : gemv_q_vec<F, false, false, kXSmem, 1, 7, false>);
+      if (a.swiglu)
+        pl.kernel = norm ? gemv_q_vec<F, true, true, kXSmem, 2, 7, false> : gemv_q_vec<F, false, true, kXSmem, 2, 7, false>;
+      else
+        pl.kernel = norm ? (rows == 2 ? gemv_q_vec<F, true, false, kXSmem, 2, 7, false> : gemv_q_vec<F, true, false, kXSmem, 1, 7, false>)
+                         : (rows == 2 ? gemv_q_vec<F, false, false, kXSmem, 2, 7, false> : gemv_q_vec<F, false, false, kXSmem, 1, 7, false>);
     }
   }
   if (narrow || q8n) {

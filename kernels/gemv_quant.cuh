@@ -35,15 +35,15 @@ std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
 
 // Launch knobs, for the benchmark and tests only (process-wide, not synchronized with concurrent
 // launches, like set_gemv_tuning). -1 / 0 = automatic (see launch_fmt in gemv_quant.cu); a knob that
-// does not apply to a shape is ignored (SwiGLU takes 2 rows per item, or 4, and 4 loads; rows = 2 with
-// 8 loads needs stage_x; a row of at most 128 vectors takes 4 loads).
+// does not apply to a shape is ignored (SwiGLU takes 2 rows per item, or 4, and 4 or 7 loads; rows = 2
+// with 8 loads needs stage_x; a row of at most 128 vectors takes 4 loads).
 //   rows_per_item: weight rows per warp item, 1 or 2 (the non-SwiGLU matrices); or 4 (int4 with
 //                  8-byte vectors, below, SwiGLU too: 2 gate rows and their up rows; 2 blocks per SM);
 //   loads:         16-byte loads per row per step and lane, 4 or 8; or 7: rows of 3,584 columns (any
 //                  multiple) in steps of 7 loads per lane and row, none empty (x staged, no pipeline):
 //                  int4 as 8-byte vectors (2 or 4 rows per item; the automatic choice there: 16-byte
 //                  vectors leave a load slot empty in half the lanes), int8 / fp8 as 16-byte vectors
-//                  (1 or 2 rows; automatic for a normalized product without SwiGLU);
+//                  (1 or 2 rows, SwiGLU 2; automatic for a normalized product: q/k/v, gate/up);
 //   pipeline:      1: each load slot is refilled with the next step's (or the next item's) vector as
 //                  soon as it is consumed, so the loads of step s + 1 are in flight while step s is
 //                  computed; 0: step s + 1 is loaded after step s is computed;
