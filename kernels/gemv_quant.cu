@@ -1,5 +1,6 @@
 // Decode matrix-vector product with quantized weights (kernels/gemv_quant.cuh): the structure of
-// kernels/gemv.cu ("wave" launch of SMs x occupancy blocks of 8 warps, work dealt round-robin to
+// kernels/gemv.cu ("wave" launch of SMs x occupancy blocks of 8 warps (int4's down projection: one
+// block of 16 warps per SM, see plan_fmt), work dealt round-robin to
 // blocks and to their warps, each warp computing whole outputs with a shuffle reduction, x staged in
 // shared memory with the fused RMSNorm when it fits, 16-byte evict-first weight loads issued before
 // pdl_wait()), with the weights dequantized in registers.
@@ -103,7 +104,8 @@ __device__ __forceinline__ float warp_sum4(const float (&v)[4]) {
 }
 
 // Resident blocks per SM the kernel is built for (its register budget): 2 (128 registers) with the
-// big staging or more than 32 weight registers (kR x kU vectors: int4 4 x 7, int8 / fp8 2 x 7), else 4.
+// big staging or more than 32 weight registers (kR x kU vectors: int4 4 x 7, int8 / fp8 2 x 7), else 4;
+// with kBW warps per block instead of 8, that times 8 / kBW (16 warps: one block, the same registers).
 template <typename F, int kStage, int kR, int kU>
 constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(sizeof(typename F::Vec)) / 4 > 32 ? 2 : 4;
 
@@ -118,8 +120,9 @@ constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(siz
 // conflicts, which ncu counted as 35-42% excess shared-memory wavefronts.
 __host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
 
-template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_q_vec(const QParams p) {
+template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe, int kBW = kWarps>
+__global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWarps / kBW) gemv_q_vec(const QParams p) {
+  constexpr int kNW = kBW, kNT = kBW * 32;  // warps and threads of this kernel's blocks
   constexpr bool kSt = kStage != kXL1;
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
   constexpr int kStep = 32 * kU;     // vectors per row per step
@@ -147,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_
   const int n4 = p.cols >> 2;
   const int ps = staged_plane(vecs, kP);
   float* xsum = reinterpret_cast<float*>(smem + (kSt ? kP * ps : 0));
-  const int stride = gridDim.x * kWarps;
+  const int stride = gridDim.x * kNW;
   int t = blockIdx.x + gridDim.x * warp;
 
   // Row r of item `it`: SwiGLU, gate rows kOuts it + r (r < kOuts) and their up rows (r >= kOuts, + F);
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_
   // cp.async.wait_all at the end of each item: int4 decode +0.3% at short context, +1.0% at 4,096
   // (session 30's engine A/B; with int8 / fp8 in registers too, int8 lost 0.8% and fp8 was level).
   constexpr bool kEpiRegs = F::kGroups;
-  __shared__ float epi[kWarps][kR > 2 ? kR : 2][2];  // [warp][lane][scale, residual] (not kEpiRegs)
+  __shared__ float epi[kNW][kR > 2 ? kR : 2][2];  // [warp][lane][scale, residual] (not kEpiRegs)
   unsigned ebias = 0u;
   [[maybe_unused]] float eres = 0.0f;  // kEpiRegs: the residual
   auto copy4 = [&](float* dst, const float* src) {
@@ -231,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_
     load_step(t, 0);
     load_epi(t);
   }
-  if constexpr (kNorm) gemv_common::prefetch_l1<kThreads>(p.g, 2 * p.cols);
+  if constexpr (kNorm) gemv_common::prefetch_l1<kNT>(p.g, 2 * p.cols);
   pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
   pdl_launch_dependents();
 
@@ -259,21 +262,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_
                        bf16f(gb.y >> 16) * v.w);
   };
   [[maybe_unused]] float inv = 1.0f;
-  [[maybe_unused]] __shared__ float xpart[F::kOffset ? kWarps : 1];  // kOffset: the warps' sums of x
+  [[maybe_unused]] __shared__ float xpart[F::kOffset ? kNW : 1];  // kOffset: the warps' sums of x
   [[maybe_unused]] float xs = 0.0f;                                  // kOffset: this thread's
   if constexpr (kNorm || kSt || F::kGroups || F::kOffset) {
     float ss = 0.0f;
-    for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kThreads) {
+    for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kNT) {
       float4 v[kB];
       [[maybe_unused]] float part[kB] = {};  // int4, kB = 4: the float4s' sums, for the group sums
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
-        const int f = f0 + b * kThreads;
+        const int f = f0 + b * kNT;
         if (f < n4) v[b] = kSt ? __ldcg(x4 + f) : x4[f];  // staged: read once, keep it out of L1
       }
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
-        const int f = f0 + b * kThreads;
+        const int f = f0 + b * kNT;
         if (f < n4) {  // warp-uniform with int4 (n4 is a multiple of 32: a warp holds one whole group)
           float4 x = v[b];
           if constexpr (kNorm) {
@@ -297,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_
       }
       if constexpr (F::kGroups && kB == 4) {  // warp-uniform: n4 is a multiple of 32 with int4
         const float sum = warp_sum4(part);
-        const int f = f0 + static_cast<int>((lane >> 3) & 3) * kThreads;
+        const int f = f0 + static_cast<int>((lane >> 3) & 3) * kNT;
         if ((lane & 7) == 0 && f < n4) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
       }
     }
@@ -305,12 +308,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<F, kStage, kR, kU>) gemv_
       xs = warp_sum(xs);
       if (lane == 0) xpart[warp] = xs;
     }
-    if constexpr (kNorm) inv = block_inv_rms(ss, p.cols, p.eps);  // its __syncthreads publishes the staging
+    if constexpr (kNorm) inv = block_inv_rms<kNW>(ss, p.cols, p.eps);  // its __syncthreads publishes the staging
   }
   if constexpr (!kNorm && (kSt || F::kGroups || F::kOffset)) __syncthreads();
   // kOffset: -128 sum(x) (x times the norm weight), the sums' offset, in every lane of every warp.
   [[maybe_unused]] float xoff = 0.0f;
-  if constexpr (F::kOffset) xoff = -128.0f * warp_sum(lane < kWarps ? xpart[lane] : 0.0f);
+  if constexpr (F::kOffset) xoff = -128.0f * warp_sum(lane < kNW ? xpart[lane] : 0.0f);
 
   // x values for word j of vector i (F::kXW float4s).
   auto xword = [&](int i, int j, float4* xw) {
@@ -518,6 +521,7 @@ struct Plan {
   std::size_t smem = 0;
   int blocks = 0;
   int items = 0;
+  int warps = kWarps;  // per block
 };
 
 template <typename F>
@@ -638,7 +642,23 @@ Plan plan_fmt(const QGemvArgs& a) {
                          : (rows == 2 ? gemv_q_vec<F, false, false, kXSmem, 2, 7, false> : gemv_q_vec<F, false, false, kXSmem, 1, 7, false>);
     }
   }
-  if (narrow || q8n) {
+  // int4 with x staged at 2 blocks per SM (the down projection: 1,792 items of 2 rows, 1 per warp):
+  // one block of 16 warps per SM instead, on every SM (blocks = SMs, not items / 8), so each SM
+  // stages x once (9.8 instead of 16.6 MB of L2 reads) and runs 13-14 items, where 224 blocks of 8
+  // warps gave 92 SMs 16 items and 40 SMs 8. Alone (graph + PDL, chained with itself) it is slower,
+  // 16.16 -> 16.97 us, but in the engine, behind gate/up, int4 decode @0 591.9 -> 600.7 tok/s,
+  // @4096 500.6 -> 507.1 (session 36's engine A/B, means of 3 rounds). int8 / fp8 (pipelined) were
+  // mixed: int8 -0.4% @0, fp8 +0.4%; they keep 8 warps.
+  bool w16 = false;
+  if constexpr (F::kGroups) {
+    if (!narrow && vec && !norm && !a.swiglu && stage == kXSmemBig && rows == 2 && loads == 8) {
+      w16 = true;
+      pl.warps = 2 * kWarps;
+      pl.kernel = pipe ? gemv_q_vec<F, false, false, kXSmemBig, 2, 8, true, 2 * kWarps>
+                       : gemv_q_vec<F, false, false, kXSmemBig, 2, 8, false, 2 * kWarps>;
+    }
+  }
+  if (narrow || q8n || w16) {
   } else if (norm) {
     pl.kernel = a.swiglu ? pick<F, true, true>(vec, stage, rows, loads, pipe) : pick<F, true, false>(vec, stage, rows, loads, pipe);
   } else {
@@ -653,11 +673,11 @@ Plan plan_fmt(const QGemvArgs& a) {
 
   // One wave: every SM gets the same number of blocks, the items dealt round-robin (as gemv.cu).
   int occ = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, pl.kernel, kThreads, pl.smem) != cudaSuccess || occ <= 0) occ = 1;
-  pl.blocks = static_cast<int>(
-      std::min<long long>(static_cast<long long>(dev.sms) * occ, (static_cast<long long>(pl.items) + kWarps - 1) / kWarps));
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, pl.kernel, pl.warps * 32, pl.smem) != cudaSuccess || occ <= 0) occ = 1;
+  pl.blocks = static_cast<int>(std::min<long long>(static_cast<long long>(dev.sms) * occ,
+                                                   w16 ? pl.items : (static_cast<long long>(pl.items) + kWarps - 1) / kWarps));
   // l2_next: when some warps have a second item and most do not (as gemv.cu).
-  const long long launched = static_cast<long long>(pl.blocks) * kWarps;
+  const long long launched = static_cast<long long>(pl.blocks) * pl.warps;
   const bool l2 = g_tuning.l2_next >= 0 ? g_tuning.l2_next != 0 : (pl.items > launched && pl.items <= 2 * launched);
   if constexpr (F::kGroups) {
     // Automatic: int4 on tensor cores (4 groups in flight per warp, 8 warps per tile) for a
@@ -685,7 +705,7 @@ std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
   QParams p = params_of(a);
   p.items = pl.items;
   p.l2_next = pl.knobs.l2_next;
-  (void)launch_pdl(pl.kernel, dim3(static_cast<unsigned>(pl.blocks)), dim3(kThreads), pl.smem, stream, p);
+  (void)launch_pdl(pl.kernel, dim3(static_cast<unsigned>(pl.blocks)), dim3(static_cast<unsigned>(pl.warps * 32)), pl.smem, stream, p);
   return bytes_moved(a);
 }
 
