@@ -120,7 +120,7 @@ constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(siz
 // conflicts, which ncu counted as 35-42% excess shared-memory wavefronts.
 __host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
 
-template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe, int kBW = kWarps>
+template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe, int kBW = kWarps, int kFixedCols = 0>
 __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWarps / kBW) gemv_q_vec(const QParams p) {
   constexpr int kNW = kBW, kNT = kBW * 32;  // warps and threads of this kernel's blocks
   constexpr bool kSt = kStage != kXL1;
@@ -133,7 +133,8 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // kU = 7) only where a row is a whole number of steps (cols a multiple of 3,584), so no vector and
   // no group of a step is past the end of a row (the checks' compares, branches and per-load
   // address arithmetic were ~0.3 of the int4 gate/up's 3.5 instructions per weight). I4N at 4 rows
-  // per item only: at 2 (64 registers) ptxas then spills. Measured (session 35): int4
+  // per item only: at 2 (64 registers) ptxas then spills (with kFixedCols the compiler folds the
+  // checks itself, see kModelCols). Measured (session 35): int4
   // gate/up 24.6 -> 22.8 us and lm_head 84.0 -> 77.5 alone; int4 decode @0 580.3 -> 592.1 tok/s,
   // @4096 489.2 -> 500.2 (engine A/B, means of 4 rounds).
   constexpr bool kExact = (std::is_same_v<F, I4N> && kR == 4) || (!F::kGroups && kU == 7);
@@ -146,9 +147,14 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   extern __shared__ float4 smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int vecs = p.cols / F::kCols;
-  const int n4 = p.cols >> 2;
+  // kFixedCols > 0: the row width as a constant (the 7B model's 3,584), so the row and group strides,
+  // the vectors per row and the staged planes' stride fold into immediates.
+  const int cols = kFixedCols > 0 ? kFixedCols : p.cols;
+  const int vecs = cols / F::kCols;
+  const int n4 = cols >> 2;
   const int ps = staged_plane(vecs, kP);
+  const int row_bytes = kFixedCols > 0 ? vecs * static_cast<int>(sizeof(typename F::Vec)) : p.row_bytes;
+  [[maybe_unused]] const int groups = kFixedCols > 0 ? (kFixedCols + kQuantGroup - 1) / kQuantGroup : p.groups;
   float* xsum = reinterpret_cast<float*>(smem + (kSt ? kP * ps : 0));
   const int stride = gridDim.x * kNW;
   int t = blockIdx.x + gridDim.x * warp;
@@ -168,7 +174,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     }
   };
   auto row_ptr = [&](int row) {
-    return reinterpret_cast<const typename F::Vec*>(p.q + static_cast<std::size_t>(row) * p.row_bytes);
+    return reinterpret_cast<const typename F::Vec*>(p.q + static_cast<std::size_t>(row) * row_bytes);
   };
   typename F::Vec w[kR][kU];
   [[maybe_unused]] unsigned gsv[kR][kGS], gmv[kR][kGS];  // int4: scale / minimum of group s / 4 + 32 h + lane
@@ -198,11 +204,11 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     if constexpr (F::kGroups) {
 #pragma unroll
       for (int r = 0; r < kR; ++r) {
-        const std::size_t base = static_cast<std::size_t>(row_of(it, r)) * p.groups;
+        const std::size_t base = static_cast<std::size_t>(row_of(it, r)) * groups;
 #pragma unroll
         for (int h = 0; h < kGS; ++h) {
           const int g = s / kVG + 32 * h + lane;
-          const bool ok = kExact ? lane < kStepGroups : g < p.groups;
+          const bool ok = kExact ? lane < kStepGroups : g < groups;
           gsv[r][h] = ok ? __ldcs(p.gs + base + g) : 0u;
           gmv[r][h] = ok ? __ldcs(p.gm + base + g) : 0u;
         }
@@ -234,7 +240,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     load_step(t, 0);
     load_epi(t);
   }
-  if constexpr (kNorm) gemv_common::prefetch_l1<kNT>(p.g, 2 * p.cols);
+  if constexpr (kNorm) gemv_common::prefetch_l1<kNT>(p.g, 2 * cols);
   pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
   pdl_launch_dependents();
 
@@ -308,7 +314,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
       xs = warp_sum(xs);
       if (lane == 0) xpart[warp] = xs;
     }
-    if constexpr (kNorm) inv = block_inv_rms<kNW>(ss, p.cols, p.eps);  // its __syncthreads publishes the staging
+    if constexpr (kNorm) inv = block_inv_rms<kNW>(ss, cols, p.eps);  // its __syncthreads publishes the staging
   }
   if constexpr (!kNorm && (kSt || F::kGroups || F::kOffset)) __syncthreads();
   // kOffset: -128 sum(x) (x times the norm weight), the sums' offset, in every lane of every warp.
@@ -342,8 +348,8 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     if (p.l2_next && lane == 0 && t + stride < p.items) {
 #pragma unroll
       for (int r = 0; r < kR; ++r) {
-        const std::uint8_t* row = p.q + static_cast<std::size_t>(row_of(t + stride, r)) * p.row_bytes;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(static_cast<unsigned>(p.row_bytes))
+        const std::uint8_t* row = p.q + static_cast<std::size_t>(row_of(t + stride, r)) * row_bytes;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(static_cast<unsigned>(row_bytes))
                      : "memory");  // row_bytes: a multiple of 16 on the vector path
       }
     }
@@ -365,7 +371,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
 #pragma unroll
           for (int q = 0; q < kPairs; ++q)
             sp[q][h] = kR == 1 ? gsv[0][h] : __byte_perm(gsv[2 * q][h], gsv[(2 * q + 1) % kR][h], 0x5410);
-          if (kExact ? lane < kStepGroups : s / kVG + 32 * h + lane < p.groups) {
+          if (kExact ? lane < kStepGroups : s / kVG + 32 * h + lane < groups) {
             const float xs = xsum[s / kVG + 32 * h + lane];
 #pragma unroll
             for (int r = 0; r < kR; ++r) acc[r] = fmaf(bf16f(gmv[r][h]), xs, acc[r]);
@@ -500,10 +506,27 @@ KernelFn pick(bool vec, int stage, int rows, int loads, bool pipe) {
   return pick_shape<F, kNorm, kSwiglu, kXL1>(rows, loads, pipe);
 }
 
-// The I4N kernels (8-byte int4 vectors, 7 per lane and row, x staged, 2 or 4 rows per item).
+// int4 rows of this many columns (the 7B model's hidden size: the rows of q/k/v, o, gate/up and
+// lm_head) take kernels built for that width (kFixedCols) where the automatic plan runs them: the
+// compiler then folds the row and group strides, the staged planes' stride and the steps (one per
+// row) into constants, and in o's 2-row kernel the bounds checks too (62 registers, no spills).
+// Alone (bench_gemv_quant, graph + PDL): o 5.27 -> 3.88 us, gate/up 22.73 -> 22.28, lm_head 77.37 ->
+// 75.74; int4 decode @0 600.2 -> 620.4 tok/s, @4096 506.0 -> 519.9 (session 36's engine A/B, means of
+// 2 rounds). int8 (q/k/v, gate/up, lm_head built so) was level (472.6 -> 474.1 @0, 424.8 -> 424.0
+// @4096): not built for 8-bit.
+constexpr int kModelCols = 3584;
+
+// The I4N kernels (8-byte int4 vectors, 7 per lane and row, x staged, 2 or 4 rows per item); fixed:
+// cols == kModelCols, the automatic shapes (normalized at 4 rows: q/k/v, gate/up, lm_head; o at 2).
 constexpr int kNarrowLoads = 7;
 template <bool kNorm, bool kSwiglu>
-KernelFn narrow_kernel(int rows) {
+KernelFn narrow_kernel(int rows, bool fixed) {
+  if constexpr (kNorm) {
+    if (fixed && rows == 4) return gemv_q_vec<I4N, true, kSwiglu, kXSmem, 4, kNarrowLoads, false, kWarps, kModelCols>;
+  }
+  if constexpr (!kNorm && !kSwiglu) {
+    if (fixed && rows == 2) return gemv_q_vec<I4N, false, false, kXSmem, 2, kNarrowLoads, false, kWarps, kModelCols>;
+  }
   return rows == 4 ? gemv_q_vec<I4N, kNorm, kSwiglu, kXSmem, 4, kNarrowLoads, false>
                    : gemv_q_vec<I4N, kNorm, kSwiglu, kXSmem, 2, kNarrowLoads, false>;
 }
@@ -535,6 +558,8 @@ Plan plan_fmt(const QGemvArgs& a) {
   const std::size_t x_staged = static_cast<std::size_t>(F::kCols / 4) * staged_plane(a.cols / F::kCols, F::kCols / 4) * 16;
   const std::size_t sum_bytes = F::kGroups ? static_cast<std::size_t>(quant_groups(a.cols)) * sizeof(float) : 0;
   const int vecs = a.cols / F::kCols;
+  // int4 rows of the 7B width take the kernels built for it (see kModelCols).
+  [[maybe_unused]] const bool fixed = a.cols == kModelCols;
   if constexpr (F::kGroups) {
     // int4 on tensor cores when asked for and the shape allows it.
     if ((g_tuning.mma == 2 || g_tuning.mma == 4) && gemv_q4_mma_fits(a)) {
@@ -616,8 +641,8 @@ Plan plan_fmt(const QGemvArgs& a) {
       const long long warps2 = static_cast<long long>(dev.sms) * 2 * kWarps;
       if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && (items4 >= 2 * warps2 || (norm && !a.swiglu))))
         rows = 4;
-      pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>(rows) : narrow_kernel<true, false>(rows))
-                       : (a.swiglu ? narrow_kernel<false, true>(rows) : narrow_kernel<false, false>(rows));
+      pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>(rows, fixed) : narrow_kernel<true, false>(rows, fixed))
+                       : (a.swiglu ? narrow_kernel<false, true>(rows, fixed) : narrow_kernel<false, false>(rows, fixed));
     }
   }
   // int8 / fp8 rows of whole sets of 32 x 7 16-byte vectors (3,584 columns), x staged: one step of 7
