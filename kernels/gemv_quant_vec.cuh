@@ -1,0 +1,384 @@
+// kernels/gemv_quant.cu's vector kernel, gemv_q_vec (the design and the arithmetic: the top comment
+// of gemv_quant.cu), with its helpers: warp_sum4, the register budget kMinBlocks and the staged
+// planes' stride staged_plane. Included by gemv_quant.cu only, inside its anonymous namespace, after
+// QParams, the formats, kWarps, kI4K, the staging modes (kXL1, kXSmem, kXSmemBig) and the gemv_common
+// helpers are in scope.
+#pragma once
+
+// Four warp sums in one butterfly, 6 shuffles on one dependent chain of 5 instead of 4 chains of 5:
+// lane l gets the sum over the warp of v[(l >> 3) & 3]. For the int4 prologue's group sums of the
+// down projection's 74 KB x, 4 groups per batch: one after another, their shuffles were ~8% of the
+// kernel's stall samples (ncu source view). In one butterfly: int4 down 17.0 -> 16.2 us alone, int4
+// decode @0 571.6 -> 578.7 tok/s, @4096 482.6 -> 490.6 (session 35's engine A/B, means of 3 rounds).
+__device__ __forceinline__ float warp_sum4(const float (&v)[4]) {
+  const unsigned lane = threadIdx.x & 31u;
+  const bool h16 = (lane & 16u) != 0, h8 = (lane & 8u) != 0;
+  // Lanes < 16 keep values 0 and 1 and send 2 and 3; lanes >= 16 the other way round.
+  const float a0 = (h16 ? v[2] : v[0]) + __shfl_xor_sync(0xffffffffu, h16 ? v[0] : v[2], 16);
+  const float a1 = (h16 ? v[3] : v[1]) + __shfl_xor_sync(0xffffffffu, h16 ? v[1] : v[3], 16);
+  float a = (h8 ? a1 : a0) + __shfl_xor_sync(0xffffffffu, h8 ? a0 : a1, 8);
+#pragma unroll
+  for (int off = 4; off > 0; off >>= 1) a += __shfl_xor_sync(0xffffffffu, a, off);
+  return a;
+}
+
+// Resident blocks per SM the kernel is built for (its register budget): 2 (128 registers) with the
+// big staging or more than 32 weight registers (kR x kU vectors: int4 4 x 7, int8 / fp8 2 x 7), else 4;
+// with kBW warps per block instead of 8, that times 8 / kBW (16 warps: one block, the same registers).
+template <typename F, int kStage, int kR, int kU>
+constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(sizeof(typename F::Vec)) / 4 > 32 ? 2 : 4;
+
+// Vector path. Shared memory: kStage != kXL1: x (times the norm weight when kNorm, whose 1 / rms the
+// epilogue applies; pre-scaled for int4) as [kP][ps] float4 (float4 k of vector i at k * ps + i: a
+// warp's 16-byte reads are consecutive, no bank conflicts), ps = staged_plane(vecs, kP) >= vecs; then, int4, the per-group sums of x (times
+// 2^(K - 149)) [groups].
+// Float4s per plane of staged x: vecs, padded so that the staging writes (thread f writes float4 f
+// of x to plane f % kP, slot f / kP; 8 threads per 128-byte wavefront) hit 8 different 4-bank
+// groups: with (ps % 8) * kP == 8 the planes start 32 / kP banks apart. Unpadded (ps = vecs = 224
+// for int8, a multiple of 8) every plane starts on bank 0: 2-way (int8 / fp8) and 8-way (int4)
+// conflicts, which ncu counted as 35-42% excess shared-memory wavefronts.
+__host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
+
+template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe, int kBW = kWarps, int kFixedCols = 0>
+__global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWarps / kBW) gemv_q_vec(const QParams p) {
+  constexpr int kNW = kBW, kNT = kBW * 32;  // warps and threads of this kernel's blocks
+  constexpr bool kSt = kStage != kXL1;
+  constexpr int kP = F::kCols / 4;   // float4s of x per vector
+  constexpr int kStep = 32 * kU;     // vectors per row per step
+  constexpr int kVG = F::kVecPerGroup;  // int4: vectors per group
+  constexpr int kGS = F::kGroups ? (kU + kVG - 1) / kVG : 1;  // int4: groups per lane per step (32 kU / kVG groups)
+  static_assert(!F::kGroups || 32 % kVG == 0, "int4: a step must be whole groups");
+  // kExact: rows of whole steps, no bounds checks. plan_fmt takes 7 loads (I4N, and int8 / fp8 with
+  // kU = 7) only where a row is a whole number of steps (cols a multiple of 3,584), so no vector and
+  // no group of a step is past the end of a row (the checks' compares, branches and per-load
+  // address arithmetic were ~0.3 of the int4 gate/up's 3.5 instructions per weight). I4N at 4 rows
+  // per item only: at 2 (64 registers) ptxas then spills (with kFixedCols the compiler folds the
+  // checks itself, see kModelCols). Measured (session 35): int4
+  // gate/up 24.6 -> 22.8 us and lm_head 84.0 -> 77.5 alone; int4 decode @0 580.3 -> 592.1 tok/s,
+  // @4096 489.2 -> 500.2 (engine A/B, means of 4 rounds).
+  constexpr bool kExact = (std::is_same_v<F, I4N> && kR == 4) || (!F::kGroups && kU == 7);
+  constexpr int kStepGroups = 32 * kU / kVG;  // kExact: groups per step, lanes < this hold one each
+  static_assert(!kExact || !F::kGroups || (kGS == 1 && kStepGroups <= 32), "I4N: one group per lane and step");
+  static_assert(!kSwiglu || kR == 2 || kR == 4, "SwiGLU items are kR / 2 gate rows and their up rows");
+  static_assert(kR == 1 || kR == 2 || kR == 4, "1, 2 or 4 rows per item");
+  constexpr int kOuts = kSwiglu ? kR / 2 : kR;  // outputs per item
+  constexpr int kPairs = (kR + 1) / 2;          // int4: registers of packed bf16 group scales per group
+  extern __shared__ float4 smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  // kFixedCols > 0: the row width as a constant (the 7B model's 3,584), so the row and group strides,
+  // the vectors per row and the staged planes' stride fold into immediates.
+  const int cols = kFixedCols > 0 ? kFixedCols : p.cols;
+  const int vecs = cols / F::kCols;
+  const int n4 = cols >> 2;
+  const int ps = staged_plane(vecs, kP);
+  const int row_bytes = kFixedCols > 0 ? vecs * static_cast<int>(sizeof(typename F::Vec)) : p.row_bytes;
+  [[maybe_unused]] const int groups = kFixedCols > 0 ? (kFixedCols + kQuantGroup - 1) / kQuantGroup : p.groups;
+  float* xsum = reinterpret_cast<float*>(smem + (kSt ? kP * ps : 0));
+  const int stride = gridDim.x * kNW;
+  int t = blockIdx.x + gridDim.x * warp;
+
+  // Row r of item `it`: SwiGLU, gate rows kOuts it + r (r < kOuts) and their up rows (r >= kOuts, + F);
+  // else rows kR it + r. Rows past the end are clamped to the last one (an odd count's last item).
+  auto row_of = [&](int it, int r) -> int {
+    if constexpr (kSwiglu && kOuts == 1) {
+      return it + r * p.half;
+    } else if constexpr (kSwiglu) {
+      const int o = kOuts * it + r % kOuts;
+      return (o < p.outs ? o : p.outs - 1) + (r / kOuts) * p.half;
+    } else if constexpr (kR == 1) {
+      return it;
+    } else {
+      return kR * it + r < p.rows ? kR * it + r : p.rows - 1;
+    }
+  };
+  auto row_ptr = [&](int row) {
+    return reinterpret_cast<const typename F::Vec*>(p.q + static_cast<std::size_t>(row) * row_bytes);
+  };
+  typename F::Vec w[kR][kU];
+  [[maybe_unused]] unsigned gsv[kR][kGS], gmv[kR][kGS];  // int4: scale / minimum of group s / 4 + 32 h + lane
+  // The epilogue's values of row row_of(t, lane) in lanes < kR: its bias bits in a register; int8 /
+  // fp8: its scale and residual copied into shared memory with cp.async, which holds no register
+  // while the loads are in flight; int4 (no row scale): its residual in a register, and no
+  // cp.async.wait_all at the end of each item: int4 decode +0.3% at short context, +1.0% at 4,096
+  // (session 30's engine A/B; with int8 / fp8 in registers too, int8 lost 0.8% and fp8 was level).
+  constexpr bool kEpiRegs = F::kGroups;
+  __shared__ float epi[kNW][kR > 2 ? kR : 2][2];  // [warp][lane][scale, residual] (not kEpiRegs)
+  unsigned ebias = 0u;
+  [[maybe_unused]] float eres = 0.0f;  // kEpiRegs: the residual
+  auto copy4 = [&](float* dst, const float* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+                 "l"(src)
+                 : "memory");
+#else
+    *dst = *src;
+#endif
+  };
+  auto load_w = [&](const typename F::Vec* rp, int r, int s, int u) {
+    const int i = s + lane + 32 * u;
+    w[r][u] = kExact || i < vecs ? __ldcs(rp + i) : typename F::Vec{};  // streamed once: evict-first
+  };
+  auto load_groups = [&](int it, int s) {
+    if constexpr (F::kGroups) {
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const std::size_t base = static_cast<std::size_t>(row_of(it, r)) * groups;
+#pragma unroll
+        for (int h = 0; h < kGS; ++h) {
+          const int g = s / kVG + 32 * h + lane;
+          const bool ok = kExact ? lane < kStepGroups : g < groups;
+          gsv[r][h] = ok ? __ldcs(p.gs + base + g) : 0u;
+          gmv[r][h] = ok ? __ldcs(p.gm + base + g) : 0u;
+        }
+      }
+    }
+  };
+  auto load_step = [&](int it, int s) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const auto* rp = row_ptr(row_of(it, r));
+#pragma unroll
+      for (int u = 0; u < kU; ++u) load_w(rp, r, s, u);
+    }
+    load_groups(it, s);
+  };
+  // The epilogue's immutable per-row values: item t's, loaded with its first step (the first item)
+  // or when it starts (the next ones), so their latency overlaps the item's.
+  auto load_epi = [&](int it) {
+    if (lane < kR) {
+      const int row = row_of(it, lane);
+      if constexpr (!F::kGroups) copy4(&epi[warp][lane][0], p.row_scale + row);
+      if (p.bias) ebias = __ldg(p.bias + row);  // (a 4-byte copy could read past the end)
+    }
+  };
+
+  // Weights are immutable: the first step's loads go out before waiting on the previous kernel, and
+  // the norm weight is fetched into L1.
+  if (t < p.items) {
+    load_step(t, 0);
+    load_epi(t);
+  }
+  if constexpr (kNorm) gemv_common::prefetch_l1<kNT>(p.g, 2 * cols);
+  pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
+  pdl_launch_dependents();
+
+  // Prologue, one pass over x: staging (x times the norm weight when kNorm; int4: pre-scaled, with
+  // the per-group sums), the norm's sum of squares; x read in batches of kB float4s per thread so
+  // the loads overlap (74 KB of x is 18.5 float4s per thread). The norm's 1 / rms is a factor of
+  // every output (the product is linear in x), so it multiplies the sums in the epilogue instead of
+  // x here: no second pass over the staged x and no barrier between the two (the reduction's
+  // barrier also publishes the staging). (kB = 2 for the smaller x, as gemv.cu does, made the
+  // 64-register variants spill: int4 gate/up 26.4 -> 31.3 us. Copying x into shared memory with
+  // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
+  // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.
+  // Half the bytes, the down projection's x read as bf16 in a timing-only build (session 31): with 4
+  // loads per batch, int8 19.6 -> 28.7 us; with 12, as many as ptxas keeps in flight here (it unrolls
+  // this loop to 3 batches), int8 / fp8 0.1-0.45 us faster and int4 0.3 slower: the staging is
+  // bound by loads in flight, not bytes.)
+  constexpr int kB = kStage == kXSmemBig ? 4 : 1;
+  const float4* x4 = reinterpret_cast<const float4*>(p.x);
+  const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
+  auto stage_at = [&](int f) -> float4& { return smem[(f % kP) * ps + f / kP]; };
+  // x times the norm weight (bf16 from L1, fetched there before the wait).
+  auto gmul4 = [&](float4 v, int f) {
+    const uint2 gb = __ldg(g4 + f);
+    return make_float4(bf16f(gb.x & 0xFFFFu) * v.x, bf16f(gb.x >> 16) * v.y, bf16f(gb.y & 0xFFFFu) * v.z,
+                       bf16f(gb.y >> 16) * v.w);
+  };
+  [[maybe_unused]] float inv = 1.0f;
+  [[maybe_unused]] __shared__ float xpart[F::kOffset ? kNW : 1];  // kOffset: the warps' sums of x
+  [[maybe_unused]] float xs = 0.0f;                                  // kOffset: this thread's
+  if constexpr (kNorm || kSt || F::kGroups || F::kOffset) {
+    float ss = 0.0f;
+    for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kNT) {
+      float4 v[kB];
+      [[maybe_unused]] float part[kB] = {};  // int4, kB = 4: the float4s' sums, for the group sums
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int f = f0 + b * kNT;
+        if (f < n4) v[b] = kSt ? __ldcg(x4 + f) : x4[f];  // staged: read once, keep it out of L1
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int f = f0 + b * kNT;
+        if (f < n4) {  // warp-uniform with int4 (n4 is a multiple of 32: a warp holds one whole group)
+          float4 x = v[b];
+          if constexpr (kNorm) {
+            ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+            x = gmul4(x, f);
+          }
+          if constexpr (F::kGroups) {
+            if constexpr (kB == 4) {
+              part[b] = ((x.x + x.y) + x.z) + x.w;  // summed over the warp below, 4 groups at once
+            } else {
+              const float sum = warp_sum(((x.x + x.y) + x.z) + x.w);
+              if (lane == 0) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
+            }
+            if constexpr (kSt) stage_at(f) = F::prescale(x, f & 1);
+          } else {
+            if constexpr (F::kOffset) xs += ((x.x + x.y) + x.z) + x.w;
+            if constexpr (kSt && F::kPrescale) stage_at(f) = F::prescale(x, false);
+            else if constexpr (kSt) stage_at(f) = x;
+          }
+        }
+      }
+      if constexpr (F::kGroups && kB == 4) {  // warp-uniform: n4 is a multiple of 32 with int4
+        const float sum = warp_sum4(part);
+        const int f = f0 + static_cast<int>((lane >> 3) & 3) * kNT;
+        if ((lane & 7) == 0 && f < n4) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
+      }
+    }
+    if constexpr (F::kOffset) {
+      xs = warp_sum(xs);
+      if (lane == 0) xpart[warp] = xs;
+    }
+    if constexpr (kNorm) inv = block_inv_rms<kNW>(ss, cols, p.eps);  // its __syncthreads publishes the staging
+  }
+  if constexpr (!kNorm && (kSt || F::kGroups || F::kOffset)) __syncthreads();
+  // kOffset: -128 sum(x) (x times the norm weight), the sums' offset, in every lane of every warp.
+  [[maybe_unused]] float xoff = 0.0f;
+  if constexpr (F::kOffset) xoff = -128.0f * warp_sum(lane < kNW ? xpart[lane] : 0.0f);
+
+  // x values for word j of vector i (F::kXW float4s).
+  auto xword = [&](int i, int j, float4* xw) {
+#pragma unroll
+    for (int h = 0; h < F::kXW; ++h) {
+      const int k = F::kXW * j + h;
+      if constexpr (kSt) {
+        xw[h] = smem[k * ps + i];
+      } else {
+        const int f = kP * i + k;
+        float4 v = x4[f];
+        if constexpr (kNorm) v = gmul4(v, f);
+        if constexpr (F::kPrescale) v = F::prescale(v, h == 1);
+        xw[h] = v;
+      }
+    }
+  };
+
+  for (; t < p.items;) {
+    // Output of lane r < kOuts: swiglu: kOuts t + r; else row kR t + r (clamped to a valid one).
+    if (lane < kOuts && p.residual) {
+      if constexpr (kEpiRegs) eres = __ldcg(p.residual + row_of(t, lane));
+      else copy4(&epi[warp][lane][1], p.residual + row_of(t, lane));
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (p.l2_next && lane == 0 && t + stride < p.items) {
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const std::uint8_t* row = p.q + static_cast<std::size_t>(row_of(t + stride, r)) * row_bytes;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(static_cast<unsigned>(row_bytes))
+                     : "memory");  // row_bytes: a multiple of 16 on the vector path
+      }
+    }
+#endif
+    float acc[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+    for (int s = 0;;) {
+      // The next load position: this item's next step or the next item's first.
+      const bool last = s + kStep >= vecs;
+      const int ns = last ? 0 : s + kStep;
+      const int nt = last ? t + stride : t;
+      const bool more = nt < p.items;
+      // int4: the scales of group s / kVG + 32 h + lane, rows 2 q and 2 q + 1 packed in sp[q][h].
+      [[maybe_unused]] unsigned sp[kPairs][kGS];
+      if constexpr (F::kGroups) {
+#pragma unroll
+        for (int h = 0; h < kGS; ++h) {
+#pragma unroll
+          for (int q = 0; q < kPairs; ++q)
+            sp[q][h] = kR == 1 ? gsv[0][h] : __byte_perm(gsv[2 * q][h], gsv[(2 * q + 1) % kR][h], 0x5410);
+          if (kExact ? lane < kStepGroups : s / kVG + 32 * h + lane < groups) {
+            const float xs = xsum[s / kVG + 32 * h + lane];
+#pragma unroll
+            for (int r = 0; r < kR; ++r) acc[r] = fmaf(bf16f(gmv[r][h]), xs, acc[r]);
+          }
+        }
+        if constexpr (kPipe) {
+          if (more) load_groups(nt, ns);
+        }
+      }
+      [[maybe_unused]] const int nit = more ? nt : t;  // the item of the refills
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int i = s + lane + 32 * u;
+        [[maybe_unused]] unsigned su[kPairs] = {};
+        if constexpr (F::kGroups) {  // the group of vector i, (lane + 32 u) / kVG from the step's first
+#pragma unroll
+          for (int q = 0; q < kPairs; ++q) su[q] = __shfl_sync(0xffffffffu, sp[q][u / kVG], lane / kVG + (32 / kVG) * (u % kVG));
+        }
+        if (kExact || i < vecs) {
+          float d[kR];
+#pragma unroll
+          for (int r = 0; r < kR; ++r) d[r] = 0.0f;
+#pragma unroll
+          for (int j = 0; j < F::kWords; ++j) {
+            float4 xw[F::kXW];
+            xword(i, j, xw);
+#pragma unroll
+            for (int r = 0; r < kR; ++r) d[r] = F::dot_word(word(w[r][u], j), xw, d[r]);
+          }
+          if constexpr (F::kGroups) {
+#pragma unroll
+            for (int r = 0; r < kR; ++r)
+              acc[r] = fmaf(__uint_as_float((r & 1) ? su[r / 2] & 0xFFFF0000u : su[r / 2] << 16), d[r], acc[r]);
+          } else {
+#pragma unroll
+            for (int r = 0; r < kR; ++r) acc[r] += d[r];
+          }
+        }
+        if constexpr (kPipe) {
+          if (more) {
+#pragma unroll
+            for (int r = 0; r < kR; ++r) load_w(row_ptr(row_of(nit, r)), r, ns, u);
+          }
+        }
+      }
+      if (last) {
+        if constexpr (!kPipe) {
+          if (more) load_step(nt, 0);  // next item's first step, before the reduction
+        }
+        break;
+      }
+      if constexpr (!kPipe) load_step(t, ns);
+      s = ns;
+    }
+    // Every lane gets the sums; lane r < kR finishes row r: scale, bias, then (swiglu, lanes r <
+    // kOuts, with the up row's value from lane r + kOuts) the activation, the residual.
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
+    float v = acc[0];
+#pragma unroll
+    for (int r = 1; r < kR; ++r) v = lane == r ? acc[r] : v;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (!kEpiRegs) asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's copies of epi
+#endif
+    if constexpr (F::kGroups) {
+      v *= 0x1p53f;  // 2^(149 - K)
+    } else {
+      if constexpr (F::kOffset) v = fmaf(v, 0x1p53f, xoff);  // sum((q + 128) x) - 128 sum(x)
+      if (lane < kR) v *= epi[warp][lane][0];
+    }
+    if constexpr (kNorm) v *= inv;  // the norm's 1 / rms (the prologue staged x times the norm weight)
+    if (p.bias) v += bf16f(ebias);
+    if constexpr (kSwiglu) {
+      const float up = __shfl_down_sync(0xffffffffu, v, kOuts);
+      const int o = kOuts == 1 ? t : kOuts * t + lane;
+      if (lane < kOuts && (kOuts == 1 || o < p.outs)) {  // (one output per item: t < items = outputs)
+        v = v / (1.0f + expf(-v)) * up;
+        if (p.residual) v += kEpiRegs ? eres : epi[warp][lane][1];
+        p.y[o] = v;
+      }
+    } else {
+      const int row = kR * t + lane;
+      if (lane < kR && row < p.rows) {
+        if (p.residual) v += kEpiRegs ? eres : epi[warp][lane][1];
+        p.y[row] = v;
+      }
+    }
+    t += stride;
+    if (t < p.items) load_epi(t);  // the next item's, now that this one's are used
+  }
+}
