@@ -280,11 +280,12 @@ Plan plan_fmt(const QGemvArgs& a) {
   bool q8n = false;
   if constexpr (!F::kGroups) {
     const bool want = g_tuning.loads == kNarrowLoads || (g_tuning.loads == 0 && norm);
-    if (want && vec && stage == kXSmem && vecs % (32 * kNarrowLoads) == 0 && !pipe) {
+    // (SwiGLU only normalized, as the model's gate/up: no kernel built for a case nothing runs.)
+    if (want && vec && stage == kXSmem && (!a.swiglu || norm) && vecs % (32 * kNarrowLoads) == 0 && !pipe) {
       q8n = true;
       loads = kNarrowLoads;
       if (a.swiglu)
-        pl.kernel = norm ? gemv_q_vec<F, true, true, kXSmem, 2, 7, false> : gemv_q_vec<F, false, true, kXSmem, 2, 7, false>;
+        pl.kernel = gemv_q_vec<F, true, true, kXSmem, 2, 7, false>;
       else
         pl.kernel = norm ? (rows == 2 ? gemv_q_vec<F, true, false, kXSmem, 2, 7, false> : gemv_q_vec<F, true, false, kXSmem, 1, 7, false>)
                          : (rows == 2 ? gemv_q_vec<F, false, false, kXSmem, 2, 7, false> : gemv_q_vec<F, false, false, kXSmem, 1, 7, false>);

@@ -43,7 +43,7 @@ std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
 //                  multiple) in steps of 7 loads per lane and row, none empty (x staged, no pipeline):
 //                  int4 as 8-byte vectors (2 or 4 rows per item; the automatic choice there: 16-byte
 //                  vectors leave a load slot empty in half the lanes), int8 / fp8 as 16-byte vectors
-//                  (1 or 2 rows, SwiGLU 2; automatic for a normalized product: q/k/v, gate/up);
+//                  (1 or 2 rows, SwiGLU 2 when normalized; automatic for a normalized product: q/k/v, gate/up);
 //   pipeline:      1: each load slot is refilled with the next step's (or the next item's) vector as
 //                  soon as it is consumed, so the loads of step s + 1 are in flight while step s is
 //                  computed; 0: step s + 1 is loaded after step s is computed;
