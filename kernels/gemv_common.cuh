@@ -16,6 +16,11 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
 
 // 1 / sqrt(mean(x^2) + eps) from each thread's partial sum of squares; every thread gets it.
 // Contains a __syncthreads(): call from all threads of a block of W warps.

@@ -52,6 +52,16 @@
 //         per block into shared memory; the epilogue multiplies by 2^(149 - K). K = 96 keeps
 //         |x| < 2^32 from overflowing and products of |q x| >= 2^-73 normal (below that they lose
 //         precision gradually, an absolute error under 2^-149 * 2^53 per operation).
+//   int4, integer path (formats I4D / I4ND, kDp; automatic for q/k/v, gate/up, lm_head and down):
+//         the prologue stages x as 16-bit fixed point per group of 128 columns, x~ = xs_g (256 h + l)
+//         with xs_g = max |x| / 32767, h a signed and l an unsigned byte, and the group sums of x~
+//         (exact integers times xs_g); a word's even and odd nibbles are masked into bytes (2
+//         LOP3 + 1 SHF) and meet h and l in 4 DP4A (integer, exact): 7 instructions per 8 weights
+//         where the fp32 path takes 17, then per vector and row (256 H + L) (< 2^24, exact as a
+//         float) times xs_g, times s_g. The only new error is x~'s, |x - x~| < 2^-16 max_g |x|
+//         (bf16 x would be 2^-9 |x|), in both s q . x~ and m sum(x~), so it meets the weights s q +
+//         m, not the offset s q alone (that one's common part, shared by every row, made the
+//         errors 10x larger: kernels/gemv_quant_vec.cuh, stage_dp).
 // Fast path: int8 / fp8 cols % 16 == 0, int4 cols % 128 == 0 (whole groups), q, x (and the norm
 // weight) 16-byte aligned; anything else takes the element-wise kernel (same math per element).
 #include <algorithm>
@@ -73,6 +83,7 @@ namespace {
 using gemv_common::block_inv_rms;
 using gemv_common::device_shape;
 using gemv_common::DeviceShape;
+using gemv_common::warp_max;
 using gemv_common::warp_sum;
 using namespace qgemv;  // QParams and the formats I8, F8, I4 (kernels/gemv_quant_formats.cuh)
 
@@ -142,16 +153,30 @@ constexpr int kModelCols = 3584;
 // The I4N kernels (8-byte int4 vectors, 7 per lane and row, x staged, 2 or 4 rows per item); fixed:
 // cols == kModelCols, the automatic shapes (normalized at 4 rows: q/k/v, gate/up, lm_head; o at 2).
 constexpr int kNarrowLoads = 7;
-template <bool kNorm, bool kSwiglu>
+template <typename FN, bool kNorm, bool kSwiglu>
 KernelFn narrow_kernel(int rows, bool fixed) {
   if constexpr (kNorm) {
-    if (fixed && rows == 4) return gemv_q_vec<I4N, true, kSwiglu, kXSmem, 4, kNarrowLoads, false, kWarps, kModelCols>;
+    if (fixed && rows == 4) return gemv_q_vec<FN, true, kSwiglu, kXSmem, 4, kNarrowLoads, false, kWarps, kModelCols>;
   }
   if constexpr (!kNorm && !kSwiglu) {
-    if (fixed && rows == 2) return gemv_q_vec<I4N, false, false, kXSmem, 2, kNarrowLoads, false, kWarps, kModelCols>;
+    if (fixed && rows == 2) return gemv_q_vec<FN, false, false, kXSmem, 2, kNarrowLoads, false, kWarps, kModelCols>;
   }
-  return rows == 4 ? gemv_q_vec<I4N, kNorm, kSwiglu, kXSmem, 4, kNarrowLoads, false>
-                   : gemv_q_vec<I4N, kNorm, kSwiglu, kXSmem, 2, kNarrowLoads, false>;
+  return rows == 4 ? gemv_q_vec<FN, kNorm, kSwiglu, kXSmem, 4, kNarrowLoads, false>
+                   : gemv_q_vec<FN, kNorm, kSwiglu, kXSmem, 2, kNarrowLoads, false>;
+}
+// Normalized inputs (q/k/v, gate/up, lm_head) by integer dot products (I4ND), the others (o) on the
+// fp32 path (I4N): with I4ND, o took 3.83 -> 5.46 us alone and int4 decode @0 lost 2.5 tok/s of
+// the 675.9 without it (session 37's engine A/B; see plan_fmt for the rest).
+KernelFn narrow_pick(bool norm, bool swiglu, int rows, bool fixed) {
+  return norm ? (swiglu ? narrow_kernel<I4ND, true, true>(rows, fixed) : narrow_kernel<I4ND, true, false>(rows, fixed))
+              : (swiglu ? narrow_kernel<I4N, false, true>(rows, fixed) : narrow_kernel<I4N, false, false>(rows, fixed));
+}
+
+// Shared memory of the staged x (bytes): kP planes of float4s, or kWords of uint4s with kDp.
+template <typename F>
+std::size_t staged_x_bytes(int cols) {
+  const int planes = F::kDp ? F::kWords : F::kCols / 4;
+  return static_cast<std::size_t>(planes) * staged_plane(cols / F::kCols, planes) * 16;
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
@@ -254,6 +279,12 @@ Plan plan_fmt(const QGemvArgs& a) {
   // (session 34's engine A/B, 3 rounds: int4 decode @4096 481.0 -> 485.9 tok/s, @0 level at 572).
   // On the full wave (264 blocks, every register file full) it took 6.05 us alone but was 2% slower
   // in the engine.
+  // The normalized ones (q/k/v, gate/up, lm_head) by integer dot products on a fixed-point x (I4ND,
+  // see the top comment), the down projection below too (I4D): alone gate/up 22.15 -> 20.76 us, down
+  // 16.96 -> 15.76, lm_head 75.09 -> 72.32, q/k/v 5.21 -> 6.06 (slower: x's quantization is a larger
+  // share of a small product, and its items are one per warp); in the engine, int4 decode @0 620.2
+  // -> 675.9 tok/s, @4096 520.3 -> 558.0; with q/k/v on the fp32 kernel 673.1 / 558.4, with o on
+  // the integer one too 661.9 / 551.3 (session 37's engine A/B, means of 2 rounds).
   bool narrow = false;
   if constexpr (std::is_same_v<F, I4>) {
     const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
@@ -264,8 +295,7 @@ Plan plan_fmt(const QGemvArgs& a) {
       const long long warps2 = static_cast<long long>(dev.sms) * 2 * kWarps;
       if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && (items4 >= 2 * warps2 || (norm && !a.swiglu))))
         rows = 4;
-      pl.kernel = norm ? (a.swiglu ? narrow_kernel<true, true>(rows, fixed) : narrow_kernel<true, false>(rows, fixed))
-                       : (a.swiglu ? narrow_kernel<false, true>(rows, fixed) : narrow_kernel<false, false>(rows, fixed));
+      pl.kernel = narrow_pick(norm, a.swiglu, rows, fixed);
     }
   }
   // int8 / fp8 rows of whole sets of 32 x 7 16-byte vectors (3,584 columns), x staged: one step of 7
@@ -297,14 +327,15 @@ Plan plan_fmt(const QGemvArgs& a) {
   // warps gave 92 SMs 16 items and 40 SMs 8. Alone (graph + PDL, chained with itself) it is slower,
   // 16.16 -> 16.97 us, but in the engine, behind gate/up, int4 decode @0 591.9 -> 600.7 tok/s,
   // @4096 500.6 -> 507.1 (session 36's engine A/B, means of 3 rounds). int8 / fp8 (pipelined) were
-  // mixed: int8 -0.4% @0, fp8 +0.4%; they keep 8 warps.
+  // mixed: int8 -0.4% @0, fp8 +0.4%; they keep 8 warps. Not pipelined (the automatic choice), by
+  // integer dot products (I4D; session 37: 16.96 -> 15.76 us alone, see the narrow kernels above).
   bool w16 = false;
   if constexpr (F::kGroups) {
     if (!narrow && vec && !norm && !a.swiglu && stage == kXSmemBig && rows == 2 && loads == 8) {
       w16 = true;
       pl.warps = 2 * kWarps;
       pl.kernel = pipe ? gemv_q_vec<F, false, false, kXSmemBig, 2, 8, true, 2 * kWarps>
-                       : gemv_q_vec<F, false, false, kXSmemBig, 2, 8, false, 2 * kWarps>;
+                       : gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, false, 2 * kWarps>;
     }
   }
   if (narrow || q8n || w16) {
@@ -313,9 +344,14 @@ Plan plan_fmt(const QGemvArgs& a) {
   } else {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
   }
-  const std::size_t x_staged_used =
-      narrow ? static_cast<std::size_t>(I4N::kCols / 4) * staged_plane(a.cols / I4N::kCols, I4N::kCols / 4) * 16 : x_staged;
-  pl.smem = (vec && stage != kXL1 ? x_staged_used : 0) + (vec ? sum_bytes : 0);
+  // The integer kernels (kDp) stage x as 16-bit fixed point and keep a scale per group after the sums.
+  const bool dp = (narrow && norm) || (w16 && !pipe);
+  std::size_t x_staged_used = x_staged;
+  if constexpr (F::kGroups) {
+    if (narrow) x_staged_used = norm ? staged_x_bytes<I4ND>(a.cols) : staged_x_bytes<I4N>(a.cols);
+    else if (dp) x_staged_used = staged_x_bytes<I4D>(a.cols);
+  }
+  pl.smem = (vec && stage != kXL1 ? x_staged_used : 0) + (vec ? sum_bytes * (dp ? 2 : 1) : 0);
   if (pl.smem > 48 * 1024)
     cudaFuncSetAttribute(pl.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem));
   pl.items = vec ? (a.swiglu ? (outs + rows / 2 - 1) / (rows / 2) : (a.rows + rows - 1) / rows) : outs;

@@ -3,7 +3,10 @@
 // as kernels/gemv.cuh (RMSNorm prologue with a bf16 norm weight; SwiGLU epilogue over [2F, cols]
 // gate-then-up rows) and the same PDL contract (weights and scales are read before pdl_wait()).
 // Accumulation is fp32; the per-row scale of int8 / fp8 is applied once to the row's sum, int4's
-// per-group scale and minimum per group (sum_g s_g * (q . x)_g + m_g * sum(x)_g).
+// per-group scale and minimum per group (sum_g s_g * (q . x)_g + m_g * sum(x)_g). int4 products of
+// whole 3,584-column steps with a normalized input, and int4 down projections staged in shared
+// memory, take x as 16-bit fixed point per group of 128 columns (|x - x~| < 2^-16 max |x| over the
+// group) into integer dot products (DP4A; gemv_quant.cu's top comment).
 #pragma once
 
 #include <cstddef>

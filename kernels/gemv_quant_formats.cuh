@@ -89,7 +89,7 @@ __device__ __forceinline__ unsigned word(const uint2& v, int j) { return j == 0 
 struct I8 {
   using Vec = uint4;
   static constexpr int kCols = 16, kXW = 1, kAlign = 16, kWords = 4, kVecPerGroup = 1;
-  static constexpr bool kGroups = false, kPrescale = true, kOffset = true;
+  static constexpr bool kGroups = false, kPrescale = true, kOffset = true, kDp = false;
   // The pre-scale of x at column position k = column % 4: 2^(K - 8k) for the bytes masked in place
   // (k = 0, 1, 2) and 2^K for byte 3, shifted down to bits 0-7.
   __device__ static float4 prescale(float4 v, bool) {
@@ -116,7 +116,7 @@ struct I8 {
 struct F8 {
   using Vec = uint4;
   static constexpr int kCols = 16, kXW = 1, kAlign = 16, kWords = 4, kVecPerGroup = 1;
-  static constexpr bool kGroups = false, kPrescale = false, kOffset = false;
+  static constexpr bool kGroups = false, kPrescale = false, kOffset = false, kDp = false;
   __device__ static float2 pair(unsigned bits16) {
     const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(bits16), __NV_E4M3);
     return __half22float2(__half2(h));
@@ -139,7 +139,7 @@ struct F8 {
 struct I4 {
   using Vec = uint4;
   static constexpr int kCols = 32, kXW = 2, kAlign = 128, kWords = 4, kVecPerGroup = 4;
-  static constexpr bool kGroups = true, kPrescale = true, kOffset = false;
+  static constexpr bool kGroups = true, kPrescale = true, kOffset = false, kDp = false;
   // The pre-scale of x at column position k = column % 8: 2^(K - e(k)) with e = 0, 4, .., 20, 16, 0
   // (nibble 6 is taken at bits 16-19 of u >> 8, nibble 7 at bits 0-3 of u >> 28).
   __device__ static float4 prescale(float4 v, bool upper) {
@@ -173,5 +173,30 @@ struct I4N : I4 {
   using Vec = uint2;
   static constexpr int kCols = 16, kWords = 2, kVecPerGroup = 8;
 };
+
+// int4 by integer dot products (kDp): x staged as 16-bit fixed point per group of 128 columns
+// (x ~ xs_g (256 h + l), h a signed and l an unsigned byte, xs_g = max |x| over the group / 32767),
+// the nibbles of a word split into its even and odd ones (u & 0x0F0F0F0F, (u >> 4) & 0x0F0F0F0F,
+// one byte each), and 4 DP4A per word (even / odd nibbles times h and l): 7 instructions per 8
+// weights where the fp32 path (I4 / I4N above) takes 17. Staged x per word, one uint4: the h bytes
+// of its even columns, of its odd columns, then the l bytes likewise (dp_x below). Per vector the
+// two integer sums 256 H + L (< 2^24 in magnitude: exact in fp32) become one float times xs_g.
+struct I4D : I4 {
+  static constexpr bool kDp = true;
+};
+struct I4ND : I4N {
+  static constexpr bool kDp = true;
+};
+
+// The staged uint4 of one 8-column word for kDp from two lanes' quantized columns: b0..b3, this
+// lane's 4 columns as the bit patterns of fmaf(x, 32767 / max, 1.5 * 2^23) (the low 16 bits hold
+// round(x 32767 / max) in two's complement: byte 0 is l, byte 1 is h). The even lane of a pair
+// holds columns 0-3 of the word, the odd one 4-7; the even lane returns the word's uint4.
+__device__ __forceinline__ uint4 dp_x(unsigned b0, unsigned b1, unsigned b2, unsigned b3) {
+  const unsigned a = __byte_perm(b0, b2, 0x5140), b = __byte_perm(b1, b3, 0x5140);  // [l l h h] of cols 0, 2 / 1, 3
+  const unsigned a1 = __shfl_down_sync(0xffffffffu, a, 1), b1n = __shfl_down_sync(0xffffffffu, b, 1);
+  return make_uint4(__byte_perm(a, a1, 0x7632), __byte_perm(b, b1n, 0x7632), __byte_perm(a, a1, 0x5410),
+                    __byte_perm(b, b1n, 0x5410));
+}
 
 }  // namespace cosmos::kernels::qgemv

@@ -44,6 +44,9 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   constexpr int kNW = kBW, kNT = kBW * 32;  // warps and threads of this kernel's blocks
   constexpr bool kSt = kStage != kXL1;
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
+  // Staged planes: kP of float4s, or with kDp (x as 16-bit fixed point) kWords of uint4s.
+  constexpr int kPl = F::kDp ? F::kWords : kP;
+  static_assert(!F::kDp || kStage != kXL1, "kDp: x is quantized while it is staged");
   constexpr int kStep = 32 * kU;     // vectors per row per step
   constexpr int kVG = F::kVecPerGroup;  // int4: vectors per group
   constexpr int kGS = F::kGroups ? (kU + kVG - 1) / kVG : 1;  // int4: groups per lane per step (32 kU / kVG groups)
@@ -56,7 +59,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // checks itself, see kModelCols). Measured (session 35): int4
   // gate/up 24.6 -> 22.8 us and lm_head 84.0 -> 77.5 alone; int4 decode @0 580.3 -> 592.1 tok/s,
   // @4096 489.2 -> 500.2 (engine A/B, means of 4 rounds).
-  constexpr bool kExact = (std::is_same_v<F, I4N> && kR == 4) || (!F::kGroups && kU == 7);
+  constexpr bool kExact = (std::is_base_of_v<I4N, F> && kR == 4) || (!F::kGroups && kU == 7);  // I4N, I4ND
   constexpr int kStepGroups = 32 * kU / kVG;  // kExact: groups per step, lanes < this hold one each
   static_assert(!kExact || !F::kGroups || (kGS == 1 && kStepGroups <= 32), "I4N: one group per lane and step");
   static_assert(!kSwiglu || kR == 2 || kR == 4, "SwiGLU items are kR / 2 gate rows and their up rows");
@@ -71,10 +74,13 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   const int cols = kFixedCols > 0 ? kFixedCols : p.cols;
   const int vecs = cols / F::kCols;
   const int n4 = cols >> 2;
-  const int ps = staged_plane(vecs, kP);
+  const int ps = staged_plane(vecs, kPl);
   const int row_bytes = kFixedCols > 0 ? vecs * static_cast<int>(sizeof(typename F::Vec)) : p.row_bytes;
   [[maybe_unused]] const int groups = kFixedCols > 0 ? (kFixedCols + kQuantGroup - 1) / kQuantGroup : p.groups;
-  float* xsum = reinterpret_cast<float*>(smem + (kSt ? kP * ps : 0));
+  float* xsum = reinterpret_cast<float*>(smem + (kSt ? kPl * ps : 0));
+  // kDp: [groups] the per-group scale xs_g of the staged fixed-point x, after the group sums.
+  [[maybe_unused]] float* xscale = xsum + groups;
+  [[maybe_unused]] const uint4* xdp = reinterpret_cast<const uint4*>(smem);  // kDp: [kWords][ps] uint4
   const int stride = gridDim.x * kNW;
   int t = blockIdx.x + gridDim.x * warp;
 
@@ -180,6 +186,34 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
   auto stage_at = [&](int f) -> float4& { return smem[(f % kP) * ps + f / kP]; };
+  // kDp: x's group of 128 columns (the warp's 32 float4s: f in a warp is one group) as 16-bit fixed
+  // point; the even lane of each pair stores the word's uint4 (plane j = word % kWords, slot vector).
+  // Returns the sum of this lane's 4 fixed-point values (integers, exact in fp32: |sum| over the
+  // group < 2^22) and sets xs to xs_g. The group sums are of the fixed-point x~ too, so the minimum's
+  // term m sum(x~) and s sum(q x~) add up to sum((s q + m) x~): x~'s errors meet the weights w, not
+  // the offset s q (0 .. 15 s), whose common part m sum(x - x~) every row shares; emulated in float64
+  // on test_gemv_quant_chain's int4 chain (4 seeds), exact sums of x gave relative errors of
+  // 3.8-5.7e-4, these 3.7-4.0e-5.
+  auto stage_dp = [&](float4 x, int f, float& xs) -> float {
+    if constexpr (F::kDp) {
+      const float m = warp_max(fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+      const bool live = m >= 0x1p-100f;  // below that the group is taken as 0
+      // (approximate division, <= 2 ulp: |x| qi stays below 32767.5, and x~'s error is relative to
+      // xs_g, which is m / 32767 rounded, not 1 / qi)
+      const float qi = live ? __fdividef(32767.0f, m) : 0.0f;
+      xs = live ? m * (1.0f / 32767.0f) : 0.0f;
+      if (lane == 0) xscale[f >> 5] = xs;
+      constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: x qi + kMagic holds round(x qi) in its low 16 bits
+      const float q0 = fmaf(x.x, qi, kMagic), q1 = fmaf(x.y, qi, kMagic), q2 = fmaf(x.z, qi, kMagic),
+                  q3 = fmaf(x.w, qi, kMagic);
+      const uint4 word = dp_x(__float_as_uint(q0), __float_as_uint(q1), __float_as_uint(q2), __float_as_uint(q3));
+      const int wi = f >> 1;
+      if ((f & 1) == 0) reinterpret_cast<uint4*>(smem)[(wi % F::kWords) * ps + wi / F::kWords] = word;
+      return ((q0 - kMagic) + (q1 - kMagic)) + ((q2 - kMagic) + (q3 - kMagic));
+    } else {
+      return 0.0f;
+    }
+  };
   // x times the norm weight (bf16 from L1, fetched there before the wait).
   auto gmul4 = [&](float4 v, int f) {
     const uint2 gb = __ldg(g4 + f);
@@ -194,6 +228,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kNT) {
       float4 v[kB];
       [[maybe_unused]] float part[kB] = {};  // int4, kB = 4: the float4s' sums, for the group sums
+      [[maybe_unused]] float gxs[kB] = {};   // kDp: the groups' xs_g
 #pragma unroll
       for (int b = 0; b < kB; ++b) {
         const int f = f0 + b * kNT;
@@ -208,7 +243,15 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
             ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
             x = gmul4(x, f);
           }
-          if constexpr (F::kGroups) {
+          if constexpr (F::kDp) {
+            const float qs = stage_dp(x, f, gxs[b]);
+            if constexpr (kB == 4) {
+              part[b] = qs;
+            } else {
+              const float sum = warp_sum(qs);
+              if (lane == 0) xsum[f >> 5] = sum * gxs[b];
+            }
+          } else if constexpr (F::kGroups) {
             if constexpr (kB == 4) {
               part[b] = ((x.x + x.y) + x.z) + x.w;  // summed over the warp below, 4 groups at once
             } else {
@@ -225,8 +268,11 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
       }
       if constexpr (F::kGroups && kB == 4) {  // warp-uniform: n4 is a multiple of 32 with int4
         const float sum = warp_sum4(part);
-        const int f = f0 + static_cast<int>((lane >> 3) & 3) * kNT;
-        if ((lane & 7) == 0 && f < n4) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
+        const int bl = static_cast<int>((lane >> 3) & 3);
+        const int f = f0 + bl * kNT;
+        // 2^(K - 149) on the fp32 path; kDp: xs_g of this lane's group
+        const float sc = F::kDp ? (bl == 0 ? gxs[0] : bl == 1 ? gxs[1] : bl == 2 ? gxs[2] : gxs[3]) : 0x1p-53f;
+        if ((lane & 7) == 0 && f < n4) xsum[f >> 5] = sum * sc;
       }
     }
     if constexpr (F::kOffset) {
@@ -311,14 +357,38 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
         }
         if (kExact || i < vecs) {
           float d[kR];
+          if constexpr (F::kDp) {
+            // Per row: H = sum q h, L = sum q l over the vector's columns, then (256 H + L) xs_g.
+            int hs[kR];
+            unsigned ls[kR];
 #pragma unroll
-          for (int r = 0; r < kR; ++r) d[r] = 0.0f;
+            for (int r = 0; r < kR; ++r) hs[r] = 0, ls[r] = 0u;
 #pragma unroll
-          for (int j = 0; j < F::kWords; ++j) {
-            float4 xw[F::kXW];
-            xword(i, j, xw);
+            for (int j = 0; j < F::kWords; ++j) {
+              const uint4 xq = xdp[j * ps + i];  // h even, h odd, l even, l odd
 #pragma unroll
-            for (int r = 0; r < kR; ++r) d[r] = F::dot_word(word(w[r][u], j), xw, d[r]);
+              for (int r = 0; r < kR; ++r) {
+                const unsigned wv = word(w[r][u], j);
+                const unsigned ev = wv & 0x0F0F0F0Fu, od = (wv >> 4) & 0x0F0F0F0Fu;
+                hs[r] = __dp4a(static_cast<int>(ev), static_cast<int>(xq.x), hs[r]);
+                hs[r] = __dp4a(static_cast<int>(od), static_cast<int>(xq.y), hs[r]);
+                ls[r] = __dp4a(ev, xq.z, ls[r]);
+                ls[r] = __dp4a(od, xq.w, ls[r]);
+              }
+            }
+            const float xg = xscale[i / kVG];
+#pragma unroll
+            for (int r = 0; r < kR; ++r) d[r] = __int2float_rn(hs[r] * 256 + static_cast<int>(ls[r])) * xg;
+          } else {
+#pragma unroll
+            for (int r = 0; r < kR; ++r) d[r] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < F::kWords; ++j) {
+              float4 xw[F::kXW];
+              xword(i, j, xw);
+#pragma unroll
+              for (int r = 0; r < kR; ++r) d[r] = F::dot_word(word(w[r][u], j), xw, d[r]);
+            }
           }
           if constexpr (F::kGroups) {
 #pragma unroll
@@ -356,7 +426,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     if constexpr (!kEpiRegs) asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's copies of epi
 #endif
     if constexpr (F::kGroups) {
-      v *= 0x1p53f;  // 2^(149 - K)
+      if constexpr (!F::kDp) v *= 0x1p53f;  // 2^(149 - K)
     } else {
       if constexpr (F::kOffset) v = fmaf(v, 0x1p53f, xoff);  // sum((q + 128) x) - 128 sum(x)
       if (lane < kR) v *= epi[warp][lane][0];
