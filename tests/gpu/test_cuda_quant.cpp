@@ -177,7 +177,9 @@ Bounds bounds(Precision p) {
 //   int8  max rel error 0.0336, KL mean 3.2e-4 nats, top-1 482/512;
 //   fp8   max rel error 0.233,  KL mean 1.35e-2,     top-1 299/512 (W8A8 prefill; it was 0.172,
 //         9.1e-3, 335/512 with the weights dequantized to bf16 for prefill);
-//   int4  max rel error 0.425,  KL mean 0.054,       top-1 139/512.
+//   int4  max rel error 0.425,  KL mean 0.054,       top-1 139/512; since session 37 (integer dot
+//         products on a 16-bit fixed-point input, gemv_quant.cu) 0.435, 0.0537 (unchanged),
+//         118/512: the int4 logits' own near-ties fall differently under a change of ~2e-5 per product.
 // Random weights are uniform, the worst case for a 16-level grid, and the random model's next-token
 // distributions are nearly flat (top-1 is decided by tiny margins), so top-1 agreement here says
 // little about a trained model; KL is the figure to watch. Bounds: about 2x the measured KL and
@@ -186,7 +188,7 @@ Bounds bounds_7b(Precision p) {
   switch (p) {
     case Precision::int8: return {0.07, 1e-3, 0.75};
     case Precision::fp8: return {0.45, 0.03, 0.47};
-    default: return {0.8, 0.11, 0.21};
+    default: return {0.8, 0.11, 0.18};
   }
 }
 
