@@ -149,6 +149,7 @@ KernelFn pick(bool vec, int stage, int rows, int loads, bool pipe) {
 // 2 rounds). int8 (q/k/v, gate/up, lm_head built so) was level (472.6 -> 474.1 @0, 424.8 -> 424.0
 // @4096): not built for 8-bit.
 constexpr int kModelCols = 3584;
+constexpr int kModelFfCols = 18944;  // the 7B's intermediate size: the down projection's rows (int4)
 
 // The I4N kernels (8-byte int4 vectors, 7 per lane and row, x staged, 2 or 4 rows per item); fixed:
 // cols == kModelCols, the automatic shapes (normalized at 4 rows: q/k/v, gate/up, lm_head; o at 2).
@@ -256,11 +257,14 @@ Plan plan_fmt(const QGemvArgs& a) {
   // Measured: 8 loads and the pipelined refill pay off only for the int8 / fp8 down projection (x
   // staged at 2 blocks per SM: 31.5 -> 20.8 us); elsewhere they cost 3-16% (gate/up 37.7 -> 43.6 us,
   // lm_head 133 -> 155 us with the pipeline on). int4's down projection takes the 8 loads without the
-  // pipelined refill (session 28, bench_gemv_quant --sweep --fmt int4: 18.39 -> 17.92 us; pipelined 18.52).
+  // pipelined refill (session 28, bench_gemv_quant --sweep --fmt int4: 18.39 -> 17.92 us; pipelined 18.52),
+  // but by integer dot products (session 37) it takes the pipelined refill too: 15.67 -> 15.09 us
+  // alone, int4 decode @0 680.3 -> 685.1 tok/s, @4096 563.4 -> 570.5 (engine A/B, means of 2 rounds).
   const bool big = stage == kXSmemBig && !F::kGroups;
   int loads = g_tuning.loads == 4 || g_tuning.loads == 8 ? g_tuning.loads : (stage == kXSmemBig ? 8 : 4);
   if (a.swiglu || (rows == 2 && stage != kXSmemBig) || vecs <= 32 * 4) loads = 4;
-  const bool pipe = g_tuning.pipeline >= 0 ? g_tuning.pipeline != 0 : big;
+  const bool big_i4 = F::kGroups && stage == kXSmemBig && vec && !norm && !a.swiglu && rows == 2 && loads == 8;
+  const bool pipe = g_tuning.pipeline >= 0 ? g_tuning.pipeline != 0 : big || big_i4;
 
   // int4 rows of whole sets of 32 x 7 8-byte vectors (3,584 columns): I4N, 7 load slots per lane
   // and row, none empty (x staged, no pipelined refill; loads = 7 in the knobs).
@@ -327,15 +331,19 @@ Plan plan_fmt(const QGemvArgs& a) {
   // warps gave 92 SMs 16 items and 40 SMs 8. Alone (graph + PDL, chained with itself) it is slower,
   // 16.16 -> 16.97 us, but in the engine, behind gate/up, int4 decode @0 591.9 -> 600.7 tok/s,
   // @4096 500.6 -> 507.1 (session 36's engine A/B, means of 3 rounds). int8 / fp8 (pipelined) were
-  // mixed: int8 -0.4% @0, fp8 +0.4%; they keep 8 warps. Not pipelined (the automatic choice), by
-  // integer dot products (I4D; session 37: 16.96 -> 15.76 us alone, see the narrow kernels above).
+  // mixed: int8 -0.4% @0, fp8 +0.4%; they keep 8 warps. By integer dot products (I4D; session 37:
+  // 16.96 -> 15.76 us alone, see the narrow kernels above), pipelined (above), and for the 7B's
+  // 18,944 columns built for that width (kFixedCols): 15.83 -> 15.79 us alone, int4 decode @0
+  // 677.2 -> 680.9 tok/s, @4096 560.7 -> 562.4 (session 37, means of 2 rounds). On 2 blocks of 8
+  // warps instead it lost 3.4% @0 (17.01 us alone).
   bool w16 = false;
   if constexpr (F::kGroups) {
-    if (!narrow && vec && !norm && !a.swiglu && stage == kXSmemBig && rows == 2 && loads == 8) {
+    if (!narrow && big_i4) {
       w16 = true;
       pl.warps = 2 * kWarps;
-      pl.kernel = pipe ? gemv_q_vec<F, false, false, kXSmemBig, 2, 8, true, 2 * kWarps>
-                       : gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, false, 2 * kWarps>;
+      if (!pipe) pl.kernel = gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, false, 2 * kWarps>;
+      else if (a.cols == kModelFfCols) pl.kernel = gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, true, 2 * kWarps, kModelFfCols>;
+      else pl.kernel = gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, true, 2 * kWarps>;
     }
   }
   if (narrow || q8n || w16) {
@@ -345,7 +353,7 @@ Plan plan_fmt(const QGemvArgs& a) {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
   }
   // The integer kernels (kDp) stage x as 16-bit fixed point and keep a scale per group after the sums.
-  const bool dp = (narrow && norm) || (w16 && !pipe);
+  const bool dp = (narrow && norm) || w16;
   std::size_t x_staged_used = x_staged;
   if constexpr (F::kGroups) {
     if (narrow) x_staged_used = norm ? staged_x_bytes<I4ND>(a.cols) : staged_x_bytes<I4N>(a.cols);
