@@ -159,13 +159,26 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     }
   };
 
+  constexpr int kB = kStage == kXSmemBig ? 4 : F::kGroups && kFixedCols > 0 ? (kR == 4 ? 4 : 2) : 1;  // see the prologue
+  const float4* x4 = reinterpret_cast<const float4*>(p.x);
+  const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
   // Weights are immutable: the first step's loads go out before waiting on the previous kernel, and
-  // the norm weight is fetched into L1.
+  // the norm weight's first batch too (the rest is fetched into L1).
   if (t < p.items) {
     load_step(t, 0);
     load_epi(t);
   }
-  if constexpr (kNorm) gemv_common::prefetch_l1<kNT>(p.g, 2 * cols);
+  [[maybe_unused]] uint2 gfirst[kNorm && F::kGroups ? kB : 1];
+  if constexpr (kNorm && F::kGroups) {
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      const int f = static_cast<int>(threadIdx.x) + b * kNT;
+      gfirst[b] = f < n4 ? __ldg(g4 + f) : make_uint2(0u, 0u);
+    }
+    if (n4 > kB * kNT) gemv_common::prefetch_l1<kNT>(p.g + 4 * kB * kNT, 2 * cols - 8 * kB * kNT);
+  } else if constexpr (kNorm) {
+    gemv_common::prefetch_l1<kNT>(p.g, 2 * cols);
+  }
   pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
   pdl_launch_dependents();
 
@@ -174,17 +187,15 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // the loads overlap (74 KB of x is 18.5 float4s per thread). The norm's 1 / rms is a factor of
   // every output (the product is linear in x), so it multiplies the sums in the epilogue instead of
   // x here: no second pass over the staged x and no barrier between the two (the reduction's
-  // barrier also publishes the staging). (kB = 2 for the smaller x, as gemv.cu does, made the
-  // 64-register variants spill: int4 gate/up 26.4 -> 31.3 us. Copying x into shared memory with
+  // barrier also publishes the staging). (kB: 4 in the big staging and in the int4 kernels built for
+  // the 7B width at 4 rows, 2 in o's (2 rows, 64 registers), else 1: kB = 2 in the generic int4
+  // 64-register kernels made them spill, gate/up 26.4 -> 31.3 us. Copying x into shared memory with
   // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
   // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.
   // Half the bytes, the down projection's x read as bf16 in a timing-only build (session 31): with 4
   // loads per batch, int8 19.6 -> 28.7 us; with 12, as many as ptxas keeps in flight here (it unrolls
   // this loop to 3 batches), int8 / fp8 0.1-0.45 us faster and int4 0.3 slower: the staging is
   // bound by loads in flight, not bytes.)
-  constexpr int kB = kStage == kXSmemBig ? 4 : 1;
-  const float4* x4 = reinterpret_cast<const float4*>(p.x);
-  const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
   auto stage_at = [&](int f) -> float4& { return smem[(f % kP) * ps + f / kP]; };
   // kDp: x's group of 128 columns (the warp's 32 float4s: f in a warp is one group) as 16-bit fixed
   // point; the even lane of each pair stores the word's uint4 (plane j = word % kWords, slot vector).
@@ -194,85 +205,132 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // the offset s q (0 .. 15 s), whose common part m sum(x - x~) every row shares; emulated in float64
   // on test_gemv_quant_chain's int4 chain (4 seeds), exact sums of x gave relative errors of
   // 3.8-5.7e-4, these 3.7-4.0e-5.
-  auto stage_dp = [&](float4 x, int f, float& xs) -> float {
+  // m: the group's max |x| (the warp's, every lane).
+  auto stage_dp = [&](float4 x, int f, float m, bool ok, float& xs) -> float {
     if constexpr (F::kDp) {
-      const float m = warp_max(fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
       const bool live = m >= 0x1p-100f;  // below that the group is taken as 0
       // (approximate division, <= 2 ulp: |x| qi stays below 32767.5, and x~'s error is relative to
       // xs_g, which is m / 32767 rounded, not 1 / qi)
       const float qi = live ? __fdividef(32767.0f, m) : 0.0f;
       xs = live ? m * (1.0f / 32767.0f) : 0.0f;
-      if (lane == 0) xscale[f >> 5] = xs;
+      if (ok && lane == 0) xscale[f >> 5] = xs;
       constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: x qi + kMagic holds round(x qi) in its low 16 bits
       const float q0 = fmaf(x.x, qi, kMagic), q1 = fmaf(x.y, qi, kMagic), q2 = fmaf(x.z, qi, kMagic),
                   q3 = fmaf(x.w, qi, kMagic);
       const uint4 word = dp_x(__float_as_uint(q0), __float_as_uint(q1), __float_as_uint(q2), __float_as_uint(q3));
       const int wi = f >> 1;
-      if ((f & 1) == 0) reinterpret_cast<uint4*>(smem)[(wi % F::kWords) * ps + wi / F::kWords] = word;
+      if (ok && (f & 1) == 0) reinterpret_cast<uint4*>(smem)[(wi % F::kWords) * ps + wi / F::kWords] = word;
       return ((q0 - kMagic) + (q1 - kMagic)) + ((q2 - kMagic) + (q3 - kMagic));
     } else {
       return 0.0f;
     }
   };
-  // x times the norm weight (bf16 from L1, fetched there before the wait).
-  auto gmul4 = [&](float4 v, int f) {
-    const uint2 gb = __ldg(g4 + f);
+  // x times the norm weight (bf16).
+  auto gmul4 = [&](float4 v, uint2 gb) {
     return make_float4(bf16f(gb.x & 0xFFFFu) * v.x, bf16f(gb.x >> 16) * v.y, bf16f(gb.y & 0xFFFFu) * v.z,
                        bf16f(gb.y >> 16) * v.w);
   };
   [[maybe_unused]] float inv = 1.0f;
   [[maybe_unused]] __shared__ float xpart[F::kOffset ? kNW : 1];  // kOffset: the warps' sums of x
   [[maybe_unused]] float xs = 0.0f;                                  // kOffset: this thread's
+  // int4: a batch in phases, each over its kB float4s: the loads, then the arithmetic (the norm
+  // weight of the first batch is in registers, loaded before the wait), the group maxima's shuffles
+  // interleaved, then the stores. No branch around a float4's work (a float4 past the end is zeros
+  // and stores nothing), so the kB chains of dependent shuffles overlap instead of running one
+  // after another in the branches a per-float4 `if` makes. The kernels' timestamps in the engine
+  // (kernels/ktrace.cuh, session 38) had put the staging loop at 2.1-3.6 us of every product's
+  // prologue (q/k/v 3.0-3.4 us against 2.0 for its whole main loop), and the per-float4 form with
+  // kB = 4 measured no faster than kB = 1. In phases: alone (bench_gemv_quant, graph + PDL; two
+  // calls, so two H200s) q/k/v 5.78 -> 4.39 us, down 15.02 -> 14.62, o 3.90 -> 3.75, gate/up 20.53
+  // -> 20.25, lm_head 72.26 -> 71.27; int4 decode @0 681.1 -> 701.7 tok/s, @4096 562.9 -> 575.4
+  // (engine A/B, means of 3 rounds). 8-bit keeps the per-float4 form (below): in phases its down
+  // product took 19.5 -> 27.4 us alone (int8; not analysed).
   if constexpr (kNorm || kSt || F::kGroups || F::kOffset) {
     float ss = 0.0f;
-    for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kNT) {
-      float4 v[kB];
-      [[maybe_unused]] float part[kB] = {};  // int4, kB = 4: the float4s' sums, for the group sums
-      [[maybe_unused]] float gxs[kB] = {};   // kDp: the groups' xs_g
+    if constexpr (F::kGroups) {
+      bool first = true;
+      for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kNT) {
+        float4 v[kB];
+        bool ok[kB];
 #pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int f = f0 + b * kNT;
-        if (f < n4) v[b] = kSt ? __ldcg(x4 + f) : x4[f];  // staged: read once, keep it out of L1
-      }
+        for (int b = 0; b < kB; ++b) {
+          const int f = f0 + b * kNT;
+          ok[b] = f < n4;  // warp-uniform (n4 is a multiple of 32: a warp holds one whole group)
+          // staged: read once, keep it out of L1
+          v[b] = ok[b] ? (kSt ? __ldcg(x4 + f) : x4[f]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        float part[kB];                  // the float4s' sums, for the group sums
+        [[maybe_unused]] float gxs[kB] = {};  // kDp: the groups' xs_g
+        if constexpr (kNorm) {
 #pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int f = f0 + b * kNT;
-        if (f < n4) {  // warp-uniform with int4 (n4 is a multiple of 32: a warp holds one whole group)
-          float4 x = v[b];
-          if constexpr (kNorm) {
-            ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-            x = gmul4(x, f);
+          for (int b = 0; b < kB; ++b) {
+            const int f = f0 + b * kNT;
+            ss += v[b].x * v[b].x + v[b].y * v[b].y + v[b].z * v[b].z + v[b].w * v[b].w;
+            v[b] = gmul4(v[b], first ? gfirst[b] : ok[b] ? __ldg(g4 + f) : make_uint2(0u, 0u));
           }
-          if constexpr (F::kDp) {
-            const float qs = stage_dp(x, f, gxs[b]);
-            if constexpr (kB == 4) {
-              part[b] = qs;
-            } else {
-              const float sum = warp_sum(qs);
-              if (lane == 0) xsum[f >> 5] = sum * gxs[b];
+        }
+        if constexpr (F::kDp) {
+          float m[kB];
+#pragma unroll
+          for (int b = 0; b < kB; ++b) m[b] = fmaxf(fmaxf(fabsf(v[b].x), fabsf(v[b].y)), fmaxf(fabsf(v[b].z), fabsf(v[b].w)));
+#pragma unroll
+          for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+            for (int b = 0; b < kB; ++b) m[b] = fmaxf(m[b], __shfl_xor_sync(0xffffffffu, m[b], off));
+          }
+#pragma unroll
+          for (int b = 0; b < kB; ++b) part[b] = stage_dp(v[b], f0 + b * kNT, m[b], ok[b], gxs[b]);
+        } else {
+#pragma unroll
+          for (int b = 0; b < kB; ++b) {
+            const int f = f0 + b * kNT;
+            part[b] = ((v[b].x + v[b].y) + v[b].z) + v[b].w;
+            if constexpr (kSt) {
+              if (ok[b]) stage_at(f) = F::prescale(v[b], f & 1);
             }
-          } else if constexpr (F::kGroups) {
-            if constexpr (kB == 4) {
-              part[b] = ((x.x + x.y) + x.z) + x.w;  // summed over the warp below, 4 groups at once
-            } else {
-              const float sum = warp_sum(((x.x + x.y) + x.z) + x.w);
-              if (lane == 0) xsum[f >> 5] = sum * 0x1p-53f;  // 2^(K - 149)
+          }
+        }
+        // The group sums: 2^(K - 149) times the sum on the fp32 path; kDp: xs_g times the sum of x~.
+        if constexpr (kB == 4) {
+          const float sum = warp_sum4(part);
+          const int bl = static_cast<int>((lane >> 3) & 3);
+          const int f = f0 + bl * kNT;
+          const float sc = F::kDp ? (bl == 0 ? gxs[0] : bl == 1 ? gxs[1] : bl == 2 ? gxs[2] : gxs[3]) : 0x1p-53f;
+          if ((lane & 7) == 0 && f < n4) xsum[f >> 5] = sum * sc;
+        } else {
+#pragma unroll
+          for (int b = 0; b < kB; ++b) {
+            const float sum = warp_sum(part[b]);
+            if (lane == 0 && ok[b]) xsum[(f0 + b * kNT) >> 5] = sum * (F::kDp ? gxs[b] : 0x1p-53f);
+          }
+        }
+        first = false;
+      }
+    } else {
+      // 8-bit: the float4s one after another (in the big staging ptxas unrolls this loop to 3
+      // batches, 12 loads in flight; the int4 form above made the int8 down projection 19.5 -> 27.4
+      // us alone).
+      for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kNT) {
+        float4 v[kB];
+#pragma unroll
+        for (int b = 0; b < kB; ++b) {
+          const int f = f0 + b * kNT;
+          if (f < n4) v[b] = kSt ? __ldcg(x4 + f) : x4[f];  // staged: read once, keep it out of L1
+        }
+#pragma unroll
+        for (int b = 0; b < kB; ++b) {
+          const int f = f0 + b * kNT;
+          if (f < n4) {
+            float4 x = v[b];
+            if constexpr (kNorm) {
+              ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+              x = gmul4(x, __ldg(g4 + f));
             }
-            if constexpr (kSt) stage_at(f) = F::prescale(x, f & 1);
-          } else {
             if constexpr (F::kOffset) xs += ((x.x + x.y) + x.z) + x.w;
             if constexpr (kSt && F::kPrescale) stage_at(f) = F::prescale(x, false);
             else if constexpr (kSt) stage_at(f) = x;
           }
         }
-      }
-      if constexpr (F::kGroups && kB == 4) {  // warp-uniform: n4 is a multiple of 32 with int4
-        const float sum = warp_sum4(part);
-        const int bl = static_cast<int>((lane >> 3) & 3);
-        const int f = f0 + bl * kNT;
-        // 2^(K - 149) on the fp32 path; kDp: xs_g of this lane's group
-        const float sc = F::kDp ? (bl == 0 ? gxs[0] : bl == 1 ? gxs[1] : bl == 2 ? gxs[2] : gxs[3]) : 0x1p-53f;
-        if ((lane & 7) == 0 && f < n4) xsum[f >> 5] = sum * sc;
       }
     }
     if constexpr (F::kOffset) {
@@ -296,7 +354,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
       } else {
         const int f = kP * i + k;
         float4 v = x4[f];
-        if constexpr (kNorm) v = gmul4(v, f);
+        if constexpr (kNorm) v = gmul4(v, __ldg(g4 + f));
         if constexpr (F::kPrescale) v = F::prescale(v, h == 1);
         xw[h] = v;
       }
