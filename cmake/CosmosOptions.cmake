@@ -21,6 +21,7 @@ option(COSMOS_WITH_UI "Build the Qt desktop app and its view-models" ${_ui_defau
 option(COSMOS_BUILD_TESTS "Build the tests" ON)
 option(COSMOS_WERROR "Treat warnings as errors" OFF)
 option(COSMOS_FUZZ "Build libFuzzer targets (needs clang)" OFF)
+option(COSMOS_KTRACE "Diagnostic build: per-block timestamps in the decode chain's kernels (kernels/ktrace.cuh)" OFF)
 
 if(COSMOS_WITH_CUDA)
   enable_language(CUDA)

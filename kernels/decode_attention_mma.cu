@@ -43,6 +43,7 @@
 
 #include "kernels/decode_attention_detail.cuh"
 #include "kernels/mma_bf16.cuh"
+#include "kernels/ktrace.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels::decode_detail {
@@ -80,6 +81,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     return reinterpret_cast<bf16*>(smem + (tile - sK) + tile_offset<D>(r, e >> 3) + (e & 7) * 2);
   };
 
+  KTRACE_BLOCK(-1, static_cast<long long>(gridDim.z) * 1000 + gridDim.y);  // kernels/ktrace.cuh
   const bool fused = rope.qkv != nullptr;
   if (!fused) pdl_wait();
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
@@ -162,6 +164,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   for (int i = tid; i < (16 - G) * D; i += kThreads) *elem(sQ, G + i / D, i % D) = __float2bfloat16(0.0f);
   if (fused) pdl_wait();
   pdl_launch_dependents();
+  KTRACE_WAITED();
   const std::size_t head0 = static_cast<std::size_t>(t) * a.heads + kvh * G;  // the group's first head
   if constexpr (kSums) {
     // The previous layer's sums of this token's group, read by the kernels this one waited for.
@@ -474,6 +477,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
 
 template <int D>
 void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
+  KTRACE_ARM("decode_attention");
   const dim3 grid(a.n, a.kv_heads, decode_attention_splits(a.n, a.kv_heads));
   if (s.sum_o) {
     launch_pdl(decode_attention_mma_kernel<D, float, true>, grid, kThreads, 0, stream, a, r, s);

@@ -75,6 +75,7 @@
 #include "kernels/gemv_q4_mma.cuh"
 #include "kernels/gemv_quant.cuh"
 #include "kernels/gemv_quant_formats.cuh"
+#include "kernels/ktrace.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels {
@@ -393,6 +394,7 @@ Plan plan_fmt(const QGemvArgs& a) {
 
 template <typename F>
 std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
+  KTRACE_ARM("gemv_quant");
   const Plan pl = plan_fmt<F>(a);
   if (pl.knobs.mma != 0) return launch_gemv_q4_mma(a, pl.knobs.mma, pl.knobs.mma_tile_warps, stream);
   QParams p = params_of(a);

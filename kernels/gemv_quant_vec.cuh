@@ -66,6 +66,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   static_assert(kR == 1 || kR == 2 || kR == 4, "1, 2 or 4 rows per item");
   constexpr int kOuts = kSwiglu ? kR / 2 : kR;  // outputs per item
   constexpr int kPairs = (kR + 1) / 2;          // int4: registers of packed bf16 group scales per group
+  KTRACE_BLOCK(p.rows, p.cols);  // a diagnostic build's timestamps (kernels/ktrace.cuh), else nothing
   extern __shared__ float4 smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -181,6 +182,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   }
   pdl_wait();  // from here on: x, the residual and y, which other kernels write or read
   pdl_launch_dependents();
+  KTRACE_WAITED();
 
   // Prologue, one pass over x: staging (x times the norm weight when kNorm; int4: pre-scaled, with
   // the per-group sums), the norm's sum of squares; x read in batches of kB float4s per thread so
@@ -240,10 +242,11 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // after another in the branches a per-float4 `if` makes. The kernels' timestamps in the engine
   // (kernels/ktrace.cuh, session 38) had put the staging loop at 2.1-3.6 us of every product's
   // prologue (q/k/v 3.0-3.4 us against 2.0 for its whole main loop), and the per-float4 form with
-  // kB = 4 measured no faster than kB = 1. In phases: alone (bench_gemv_quant, graph + PDL; two
-  // calls, so two H200s) q/k/v 5.78 -> 4.39 us, down 15.02 -> 14.62, o 3.90 -> 3.75, gate/up 20.53
-  // -> 20.25, lm_head 72.26 -> 71.27; int4 decode @0 681.1 -> 701.7 tok/s, @4096 562.9 -> 575.4
-  // (engine A/B, means of 3 rounds). 8-bit keeps the per-float4 form (below): in phases its down
+  // kB = 4 measured no faster than kB = 1 in the engine (q/k/v 5.78 us alone against session 37's
+  // 6.06). In phases, alone (bench_gemv_quant, graph + PDL; session 37's figures first, another
+  // H200): q/k/v 6.06 -> 4.39 us, down 15.09 -> 14.62, o 3.83 -> 3.75, gate/up 20.76 -> 20.25,
+  // lm_head 72.32 -> 71.27; int4 decode @0 681.1 -> 701.7 tok/s, @4096 562.9 -> 575.4 (engine A/B,
+  // means of 3 rounds). 8-bit keeps the per-float4 form (below): in phases its down
   // product took 19.5 -> 27.4 us alone (int8; not analysed).
   if constexpr (kNorm || kSt || F::kGroups || F::kOffset) {
     float ss = 0.0f;
@@ -333,6 +336,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
         }
       }
     }
+    KTRACE_LOOP();
     if constexpr (F::kOffset) {
       xs = warp_sum(xs);
       if (lane == 0) xpart[warp] = xs;
@@ -343,6 +347,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // kOffset: -128 sum(x) (x times the norm weight), the sums' offset, in every lane of every warp.
   [[maybe_unused]] float xoff = 0.0f;
   if constexpr (F::kOffset) xoff = -128.0f * warp_sum(lane < kNW ? xpart[lane] : 0.0f);
+  KTRACE_PROLOGUE();
 
   // x values for word j of vector i (F::kXW float4s).
   auto xword = [&](int i, int j, float4* xw) {
@@ -509,4 +514,5 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     t += stride;
     if (t < p.items) load_epi(t);  // the next item's, now that this one's are used
   }
+  KTRACE_FINISH();
 }
