@@ -168,9 +168,9 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // The int4 normalized kernels built for whole steps (q/k/v, gate/up, lm_head: I4ND, 7 slots)
   // load 4 of their 7 slots before the wait and the other 3 right after x's first batch of loads
   // (late_w, in the prologue), so that x's loads do not queue behind all of the item's weights: in
-  // the engine q/k/v's staging loop took 2.7 us against 1.4 with nothing loaded in it (session 38's
-  // kernel timestamps). int4 decode @0 707.9 -> 730.7 tok/s, @4096 578.6 -> 590.6 (engine A/B,
-  // means of 2 rounds).
+  // the engine q/k/v's staging loop took 2.7 us, 1.4 in a timing-only build without its loads and
+  // shuffles (session 38's kernel timestamps, docs/PERFORMANCE.md). int4 decode @0 707.9 -> 730.7
+  // tok/s, @4096 578.6 -> 590.6 (engine A/B, means of 2 rounds).
   constexpr int kUPre = kNorm && F::kDp && kExact ? 4 : kU;
   constexpr bool kSplit = kUPre < kU;
   auto late_w = [&]() {
