@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     }
   };
 
-  constexpr int kB = kStage == kXSmemBig ? 4 : F::kGroups && kFixedCols > 0 ? (kR == 4 ? 4 : 2) : 1;  // see the prologue
+  constexpr int kB = kStage == kXSmemBig ? (F::kDp ? 5 : 4) : F::kGroups && kFixedCols > 0 ? (kR == 4 ? 4 : 2) : 1;  // see the prologue
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
   // Weights are immutable: the first step's loads go out before waiting on the previous kernel, and
@@ -217,7 +217,10 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // the loads overlap (74 KB of x is 18.5 float4s per thread). The norm's 1 / rms is a factor of
   // every output (the product is linear in x), so it multiplies the sums in the epilogue instead of
   // x here: no second pass over the staged x and no barrier between the two (the reduction's
-  // barrier also publishes the staging). (kB: 4 in the big staging and in the int4 kernels built for
+  // barrier also publishes the staging). (kB: 4 in the 8-bit big staging, 5 in int4's (the down
+  // projection's 18,944 columns on 512 threads in 2 batches instead of 3: int4 decode @0 726.5 ->
+  // 730.3 tok/s, @4096 585.0 -> 589.1, session 39's engine A/B, means of 2 rounds; 122 registers,
+  // no spills), 4 in the int4 kernels built for
   // the 7B width at 4 rows, 2 in o's (2 rows, 64 registers), else 1: kB = 2 in the generic int4
   // 64-register kernels made them spill, gate/up 26.4 -> 31.3 us. Copying x into shared memory with
   // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
@@ -327,12 +330,18 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
           }
         }
         // The group sums: 2^(K - 149) times the sum on the fp32 path; kDp: xs_g times the sum of x~.
-        if constexpr (kB == 4) {
-          const float sum = warp_sum4(part);
+        if constexpr (kB >= 4) {  // the first 4 in one butterfly, a fifth (int4 down) by itself
+          const float p4[4] = {part[0], part[1], part[2], part[3]};
+          const float sum = warp_sum4(p4);
           const int bl = static_cast<int>((lane >> 3) & 3);
           const int f = f0 + bl * kNT;
           const float sc = F::kDp ? (bl == 0 ? gxs[0] : bl == 1 ? gxs[1] : bl == 2 ? gxs[2] : gxs[3]) : 0x1p-53f;
           if ((lane & 7) == 0 && f < n4) xsum[f >> 5] = sum * sc;
+#pragma unroll
+          for (int b = 4; b < kB; ++b) {
+            const float sb = warp_sum(part[b]);
+            if (lane == 0 && ok[b]) xsum[(f0 + b * kNT) >> 5] = sb * (F::kDp ? gxs[b] : 0x1p-53f);
+          }
         } else {
 #pragma unroll
           for (int b = 0; b < kB; ++b) {
