@@ -155,12 +155,21 @@ constexpr int kModelFfCols = 18944;  // the 7B's intermediate size: the down pro
 // The I4N kernels (8-byte int4 vectors, 7 per lane and row, x staged, 2 or 4 rows per item); fixed:
 // cols == kModelCols, the automatic shapes (normalized at 4 rows: q/k/v, gate/up, lm_head; o at 2).
 constexpr int kNarrowLoads = 7;
+// wide (o at a long context): the o kernel built for 2 blocks per SM at 128 registers (89 used, no
+// spills) instead of 4 at 64, its 14 KB of x in one batch of loads instead of 2. Behind a long
+// attention it is faster, behind a short one slower (session 39, `tests/gpu/ab.sh --rounds 2
+// --precision int4`, means, tok/s: @0 736.7 -> 725.6, @512 705.5 -> 702.7, @1024 677.9 -> 679.7,
+// @2048 631.4 -> 639.3, @3072 618.6 -> 629.6, @4096 594.7 -> 605.1, @8192 563.4 -> 577.1), presumably
+// because fewer o blocks fit next to the attention's, so fewer of o's weight loads compete with the
+// attention's reads of the KV cache before o can use them. The backend captures decode steps at
+// contexts of 1,024 tokens or more with it (CudaBackend::kLongContext).
 template <typename FN, bool kNorm, bool kSwiglu>
-KernelFn narrow_kernel(int rows, bool fixed) {
+KernelFn narrow_kernel(int rows, bool fixed, bool wide) {
   if constexpr (kNorm) {
     if (fixed && rows == 4) return gemv_q_vec<FN, true, kSwiglu, kXSmem, 4, kNarrowLoads, false, kWarps, kModelCols>;
   }
   if constexpr (!kNorm && !kSwiglu) {
+    if (fixed && rows == 2 && wide) return gemv_q_vec<FN, false, false, kXSmem, 2, kNarrowLoads, false, kWarps, kModelCols, true>;
     if (fixed && rows == 2) return gemv_q_vec<FN, false, false, kXSmem, 2, kNarrowLoads, false, kWarps, kModelCols>;
   }
   return rows == 4 ? gemv_q_vec<FN, kNorm, kSwiglu, kXSmem, 4, kNarrowLoads, false>
@@ -169,9 +178,9 @@ KernelFn narrow_kernel(int rows, bool fixed) {
 // Normalized inputs (q/k/v, gate/up, lm_head) by integer dot products (I4ND), the others (o) on the
 // fp32 path (I4N): with I4ND, o took 3.83 -> 5.46 us alone and int4 decode @0 lost 2.5 tok/s of
 // the 675.9 without it (session 37's engine A/B; see plan_fmt for the rest).
-KernelFn narrow_pick(bool norm, bool swiglu, int rows, bool fixed) {
-  return norm ? (swiglu ? narrow_kernel<I4ND, true, true>(rows, fixed) : narrow_kernel<I4ND, true, false>(rows, fixed))
-              : (swiglu ? narrow_kernel<I4N, false, true>(rows, fixed) : narrow_kernel<I4N, false, false>(rows, fixed));
+KernelFn narrow_pick(bool norm, bool swiglu, int rows, bool fixed, bool wide) {
+  return norm ? (swiglu ? narrow_kernel<I4ND, true, true>(rows, fixed, false) : narrow_kernel<I4ND, true, false>(rows, fixed, false))
+              : (swiglu ? narrow_kernel<I4N, false, true>(rows, fixed, false) : narrow_kernel<I4N, false, false>(rows, fixed, wide));
 }
 
 // Shared memory of the staged x (bytes): kP planes of float4s, or kWords of uint4s with kDp.
@@ -213,7 +222,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   if constexpr (F::kGroups) {
     // int4 on tensor cores when asked for and the shape allows it.
     if ((g_tuning.mma == 2 || g_tuning.mma == 4) && gemv_q4_mma_fits(a)) {
-      pl.knobs = QGemvTuning{0, 0, 0, 0, 0, g_tuning.mma, gemv_q4_mma_tile_warps(a, g_tuning.mma, g_tuning.mma_tile_warps)};
+      pl.knobs = QGemvTuning{0, 0, 0, 0, 0, g_tuning.mma, gemv_q4_mma_tile_warps(a, g_tuning.mma, g_tuning.mma_tile_warps), 0};
       return pl;
     }
   }
@@ -290,7 +299,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   // share of a small product, and its items are one per warp); in the engine, int4 decode @0 620.2
   // -> 675.9 tok/s, @4096 520.3 -> 558.0; with q/k/v on the fp32 kernel 673.1 / 558.4, with o on
   // the integer one too 661.9 / 551.3 (session 37's engine A/B, means of 2 rounds).
-  bool narrow = false;
+  bool narrow = false, wide = false;
   if constexpr (std::is_same_v<F, I4>) {
     const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
     narrow = fits && !pipe && g_tuning.loads != 4 && g_tuning.loads != 8;
@@ -300,7 +309,8 @@ Plan plan_fmt(const QGemvArgs& a) {
       const long long warps2 = static_cast<long long>(dev.sms) * 2 * kWarps;
       if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && (items4 >= 2 * warps2 || (norm && !a.swiglu))))
         rows = 4;
-      pl.kernel = narrow_pick(norm, a.swiglu, rows, fixed);
+      wide = !norm && !a.swiglu && rows == 2 && fixed && (g_tuning.wide >= 0 ? g_tuning.wide != 0 : a.long_context);
+      pl.kernel = narrow_pick(norm, a.swiglu, rows, fixed, wide);
     }
   }
   // int8 / fp8 rows of whole sets of 32 x 7 16-byte vectors (3,584 columns), x staged: one step of 7
@@ -383,12 +393,12 @@ Plan plan_fmt(const QGemvArgs& a) {
     // docs/PERFORMANCE.md).
     if (g_tuning.mma < 0 && vec && norm && !a.swiglu && !(narrow && rows == 4) && gemv_q4_mma_fits(a) &&
         gemv_q4_mma_tile_warps(a, 4, g_tuning.mma_tile_warps) == 8) {
-      pl.knobs = QGemvTuning{0, 0, 0, 0, 0, 4, 8};
+      pl.knobs = QGemvTuning{0, 0, 0, 0, 0, 4, 8, 0};
       return pl;
     }
   }
-  if (vec) pl.knobs = QGemvTuning{rows, loads, pipe ? 1 : 0, l2 ? 1 : 0, stage == kXSmemBig ? 1 : 0, 0, 0};
-  else pl.knobs = QGemvTuning{0, 0, 0, 0, 0, 0, 0};
+  if (vec) pl.knobs = QGemvTuning{rows, loads, pipe ? 1 : 0, l2 ? 1 : 0, stage == kXSmemBig ? 1 : 0, 0, 0, wide ? 1 : 0};
+  else pl.knobs = QGemvTuning{0, 0, 0, 0, 0, 0, 0, 0};
   return pl;
 }
 
@@ -409,13 +419,13 @@ std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
 void set_gemv_quant_tuning(const QGemvTuning& tuning) { g_tuning = tuning; }
 
 QGemvTuning gemv_quant_plan(const QGemvArgs& a) {
-  if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return QGemvTuning{0, 0, 0, 0, 0, 0, 0};
+  if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return QGemvTuning{0, 0, 0, 0, 0, 0, 0, 0};
   switch (a.w.kind) {
     case QuantKind::int8_row: return plan_fmt<I8>(a).knobs;
     case QuantKind::fp8_row: return plan_fmt<F8>(a).knobs;
     case QuantKind::int4_group: return plan_fmt<I4>(a).knobs;
   }
-  return QGemvTuning{0, 0, 0, 0, 0, 0, 0};
+  return QGemvTuning{0, 0, 0, 0, 0, 0, 0, 0};
 }
 
 std::size_t launch_gemv_quant(const QGemvArgs& a, cudaStream_t stream) {

@@ -29,6 +29,9 @@ struct QGemvArgs {
   const __nv_bfloat16* norm_weight = nullptr;  // [cols] or null: x is RMS-normalized and scaled first
   float norm_eps = 1e-6f;
   bool swiglu = false;
+  // A decode step at a long context (the attention before this product is long): int4's o product
+  // then takes a kernel that leaves more of each SM to the attention (gemv_quant.cu, narrow_kernel).
+  bool long_context = false;
 };
 
 // Enqueues through launch_pdl. Returns the bytes moved (q, scales, x, norm weight, bias, residual,
@@ -58,7 +61,10 @@ std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
 //                  groups of 128 columns in flight per warp (the other knobs then do not apply and
 //                  read 0); 0: the CUDA-core kernel. Shapes the tensor-core kernel cannot run take
 //                  the CUDA-core kernel whatever this says;
-//   mma_tile_warps: with mma: warps per 16-row tile, 8 or 4 (a block then runs two tiles at once).
+//   mma_tile_warps: with mma: warps per 16-row tile, 8 or 4 (a block then runs two tiles at once);
+//   wide:          int4 o-shaped products (rows of 3,584 columns, no norm, no SwiGLU, 2 rows per item):
+//                  1: the kernel built for 2 blocks per SM (see QGemvArgs::long_context, automatic
+//                  with it); 0: the 4-blocks-per-SM kernel. Reads 0 where it does not apply.
 struct QGemvTuning {
   int rows_per_item = 0;  // 0 auto, 1, 2 or 4 (int4, see above)
   int loads = 0;          // 0 auto, 4, 8 or 7 (int4, see above)
@@ -67,6 +73,7 @@ struct QGemvTuning {
   int stage_x = -1;       // -1 auto, 0 / 1
   int mma = -1;           // -1 auto, 0, 2 or 4
   int mma_tile_warps = 0; // 0 auto, 4 or 8
+  int wide = -1;          // -1 auto (long_context), 0 / 1 (int4 o-shaped products, see above)
 };
 void set_gemv_quant_tuning(const QGemvTuning& tuning);
 

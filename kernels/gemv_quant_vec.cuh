@@ -39,8 +39,11 @@ constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(siz
 // conflicts, which ncu counted as 35-42% excess shared-memory wavefronts.
 __host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
 
-template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe, int kBW = kWarps, int kFixedCols = 0>
-__global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWarps / kBW) gemv_q_vec(const QParams p) {
+// kWide: built for 2 blocks per SM (128 registers) whatever the weights take, x staged in batches of 4
+// (int4 o at a long context, see narrow_kernel in gemv_quant.cu).
+template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe, int kBW = kWarps, int kFixedCols = 0,
+          bool kWide = false>
+__global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR, kU> * kWarps / kBW) gemv_q_vec(const QParams p) {
   constexpr int kNW = kBW, kNT = kBW * 32;  // warps and threads of this kernel's blocks
   constexpr bool kSt = kStage != kXL1;
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
@@ -160,7 +163,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
     }
   };
 
-  constexpr int kB = kStage == kXSmemBig ? (F::kDp ? 5 : 4) : F::kGroups && kFixedCols > 0 ? (kR == 4 ? 4 : 2) : 1;  // see the prologue
+  constexpr int kB = kStage == kXSmemBig ? (F::kDp ? 5 : 4) : F::kGroups && kFixedCols > 0 ? (kR == 4 || kWide ? 4 : 2) : 1;  // see the prologue
   const float4* x4 = reinterpret_cast<const float4*>(p.x);
   const uint2* g4 = reinterpret_cast<const uint2*>(p.g);
   // Weights are immutable: the first step's loads go out before waiting on the previous kernel, and
@@ -221,7 +224,7 @@ __global__ void __launch_bounds__(kBW * 32, kMinBlocks<F, kStage, kR, kU> * kWar
   // projection's 18,944 columns on 512 threads in 2 batches instead of 3: int4 decode @0 726.5 ->
   // 730.3 tok/s, @4096 585.0 -> 589.1, session 39's engine A/B, means of 2 rounds; 122 registers,
   // no spills), 4 in the int4 kernels built for
-  // the 7B width at 4 rows, 2 in o's (2 rows, 64 registers), else 1: kB = 2 in the generic int4
+  // the 7B width at 4 rows and in o's wide kernel, 2 in o's (2 rows, 64 registers), else 1: kB = 2 in the generic int4
   // 64-register kernels made them spill, gate/up 26.4 -> 31.3 us. Copying x into shared memory with
   // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
   // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.

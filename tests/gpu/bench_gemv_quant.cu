@@ -275,10 +275,10 @@ int sweep(double copy_gbs, cudaStream_t stream, const char* only_fmt, Shapes sha
         for (int loads : {4, 8})
           for (int pipe : {0, 1})
             for (int l2 : {0, 1})
-              for (int st : {0, 1}) time_with(QGemvTuning{rows, loads, pipe, l2, st, 0, 0}, false);
-      for (int rows : {2, 4}) time_with(QGemvTuning{rows, 7, -1, -1, -1, 0, 0}, false);  // int4, 8-byte vectors
+              for (int st : {0, 1}) time_with(QGemvTuning{rows, loads, pipe, l2, st, 0, 0, -1}, false);
+      for (int rows : {2, 4}) time_with(QGemvTuning{rows, 7, -1, -1, -1, 0, 0, -1}, false);  // int4, 8-byte vectors
       for (int mma : {2, 4})
-        for (int tw : {4, 8}) time_with(QGemvTuning{0, 0, -1, -1, -1, mma, tw}, false);
+        for (int tw : {4, 8}) time_with(QGemvTuning{0, 0, -1, -1, -1, mma, tw, -1}, false);
       cosmos::kernels::set_gemv_quant_tuning(QGemvTuning{});
       const Tried* best = &tried[0];
       for (const Tried& d : tried)

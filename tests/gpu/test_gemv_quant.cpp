@@ -73,6 +73,7 @@ struct Case {
   QuantFormat fmt;
   int rows, cols;
   bool bias, residual, alias, norm, swiglu, misalign;
+  bool long_context = false;  // QGemvArgs::long_context (int4 o: the 2-blocks-per-SM kernel)
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -83,6 +84,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.norm) s += "_norm";
   if (c.swiglu) s += "_swiglu";
   if (c.misalign) s += "_misaligned";
+  if (c.long_context) s += "_long";
   return s;
 }
 
@@ -175,14 +177,15 @@ void run_case(const Case& c) {
     for (int loads : {4, 7, 8})  // 7: int4's 8-byte vectors where the shape takes them
       for (int pipe : {0, 1})
         for (int l2 : {0, 1})
-          for (int st : {0, 1}) runs.push_back({kernels::QGemvTuning{rows, loads, pipe, l2, st, 0, 0}, true, false});
+          for (int st : {0, 1}) runs.push_back({kernels::QGemvTuning{rows, loads, pipe, l2, st, 0, 0, -1}, true, false});
   for (int mma : {2, 4})
-    for (int tw : {4, 8}) runs.push_back({kernels::QGemvTuning{0, 0, -1, -1, -1, mma, tw}, true, false});
+    for (int tw : {4, 8}) runs.push_back({kernels::QGemvTuning{0, 0, -1, -1, -1, mma, tw, -1}, true, false});
+  for (int wide : {0, 1}) runs.push_back({kernels::QGemvTuning{0, 0, -1, -1, -1, -1, 0, wide}, true, false});
   std::vector<kernels::QGemvTuning> done;
   auto same = [](const kernels::QGemvTuning& a, const kernels::QGemvTuning& b) {
     return a.rows_per_item == b.rows_per_item && a.loads == b.loads && a.pipeline == b.pipeline &&
            a.l2_next == b.l2_next && a.stage_x == b.stage_x && a.mma == b.mma &&
-         a.mma_tile_warps == b.mma_tile_warps;
+         a.mma_tile_warps == b.mma_tile_warps && a.wide == b.wide;
   };
   for (const Run& run : runs) {
     const bool pdl = run.pdl;
@@ -194,7 +197,15 @@ void run_case(const Case& c) {
     pa.cols = c.cols;
     pa.norm_weight = c.norm ? reinterpret_cast<const __nv_bfloat16*>(dg.ptr) : nullptr;
     pa.swiglu = c.swiglu;
+    pa.long_context = c.long_context;
     const kernels::QGemvTuning plan = kernels::gemv_quant_plan(pa);
+    if (run.record) {
+      // The wide o kernel: int4 rows of 3,584 columns without norm or SwiGLU at 2 rows per item,
+      // automatic at a long context only.
+      const bool o_shape = c.fmt == QuantFormat::int4_group && c.cols == 3584 && !c.norm && !c.swiglu && !c.misalign &&
+                           plan.rows_per_item == 2 && plan.loads == 7;
+      EXPECT_EQ(plan.wide, o_shape && c.long_context ? 1 : 0);
+    }
     if (!run.record) {
       bool seen = false;
       for (const auto& d : done) seen = seen || same(d, plan);
@@ -202,9 +213,9 @@ void run_case(const Case& c) {
     }
     if (pdl) done.push_back(plan);
     char trace[160];
-    std::snprintf(trace, sizeof trace, "pdl %s, rows %d loads %d pipeline %d l2_next %d stage_x %d mma %d/%d%s",
+    std::snprintf(trace, sizeof trace, "pdl %s, rows %d loads %d pipeline %d l2_next %d stage_x %d mma %d/%d wide %d%s",
                   pdl ? "on" : "off", plan.rows_per_item, plan.loads, plan.pipeline, plan.l2_next, plan.stage_x,
-                  plan.mma, plan.mma_tile_warps, run.record ? " (auto)" : "");
+                  plan.mma, plan.mma_tile_warps, plan.wide, run.record ? " (auto)" : "");
     SCOPED_TRACE(trace);
     kernels::set_pdl_enabled(pdl);
     ASSERT_EQ(cudaMemset(dy.ptr, 0xFF, (outs + kGuard) * sizeof(float)), cudaSuccess);  // NaN poison
@@ -221,6 +232,7 @@ void run_case(const Case& c) {
     a.norm_weight = c.norm ? reinterpret_cast<const __nv_bfloat16*>(dg.ptr) : nullptr;
     a.norm_eps = eps;
     a.swiglu = c.swiglu;
+    a.long_context = c.long_context;
     const std::size_t bytes = kernels::launch_gemv_quant(a, stream);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
@@ -277,6 +289,8 @@ std::vector<Case> all_cases() {
       {F::int8_row, 3584, 18944, false, true, true, false, false, false},    // down + residual, x through L1
       {F::int8_row, 3584, 4224, false, true, true, false, false, false},     // down of the chain test: one step
       {F::int8_row, 152064, 3584, false, false, false, true, false, false},  // norm + lm_head
+      {F::int8_row, 3584, 3584, false, true, true, false, false, false, true},  // o at a long context (int4: wide)
+      {F::int8_row, 3, 3584, true, false, false, false, false, false, true},    // wide: a half last item, bias
       // odd shapes: the element-wise path for some or all formats
       {F::int8_row, 1, 100, false, false, false, false, false, false},
       {F::int8_row, 3, 130, true, false, false, false, false, false},

@@ -37,9 +37,9 @@ using namespace gemv_quant_test;  // NOLINT(google-build-using-namespace): this 
 // l2_next, x staged at 2 blocks per SM); everything off (2 rows, 4 loads, x through L1); int4 on
 // tensor cores (int8 / fp8: automatic).
 kernels::QGemvTuning chain_tuning(int variant) {
-  if (variant == 1) return kernels::QGemvTuning{1, 8, 1, 1, 1, 0, 0};
-  if (variant == 2) return kernels::QGemvTuning{2, 4, 0, 0, 0, 0, 0};
-  if (variant == 3) return kernels::QGemvTuning{0, 0, -1, -1, -1, 4, 4};
+  if (variant == 1) return kernels::QGemvTuning{1, 8, 1, 1, 1, 0, 0, -1};
+  if (variant == 2) return kernels::QGemvTuning{2, 4, 0, 0, 0, 0, 0, -1};
+  if (variant == 3) return kernels::QGemvTuning{0, 0, -1, -1, -1, 4, 4, -1};
   return kernels::QGemvTuning{};
 }
 

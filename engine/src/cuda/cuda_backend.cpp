@@ -214,7 +214,7 @@ Status CudaBackend::capture_step(const SampleMode& mode, int slot, int n, const 
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   if (inst != cudaSuccess) return fail(cuda_error(inst, "cudaGraphInstantiate", __FILE__, __LINE__));
-  graphs_[graph_key(mode, slot, n)] = exec;
+  graphs_[graph_key(mode, slot, n, long_context_)] = exec;
   return ok_status();
 }
 
@@ -252,6 +252,7 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const int max_ctx = plan.max_ctx;
   const int N = static_cast<int>(ids.size()), R = static_cast<int>(rows.size());
   const int n_seqs = static_cast<int>(batch.size());
+  const bool long_context = N == 1 && max_ctx >= kLongContext;
   std::size_t hist_total = 0;
   if (mode.on) {
     hist_off.push_back(0);
@@ -267,7 +268,7 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const int next_slot = slot_ ^ 1;
   if (ahead && (N > ws_tokens_ || R > ws_rows_ || total > meta_ints_ || n_seqs > sample_rows_ || !sparams_dev_[0] ||
                 (mode.any_penalty && (!hist_ || hist_total + 1 > hist_cap_)) ||
-                graphs_.find(graph_key(mode, next_slot)) == graphs_.end()))
+                graphs_.find(graph_key(mode, next_slot, 1, long_context)) == graphs_.end()))
     return ok_status();
   if (auto st = ensure_workspace(N, R); !st) return st;
   if (auto st = ensure_pass_buffers(n_seqs, hist_total, total, mode); !st) return st;
@@ -353,16 +354,17 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
       pending_embeddings_.emplace_back(static_cast<int>(t), batch[plan.tokens[t].seq_index].embeddings.data() +
                                                                 static_cast<std::size_t>(plan.tokens[t].embedding_row) * H);
   const bool has_embeddings = !pending_embeddings_.empty();
+  long_context_ = long_context;
   if (N == n_seqs && N <= kMaxDecodeBatch && !has_embeddings && (N == 1 || !reference_math_)) {
     // Decode step (one new token per sequence): replay the captured graph for this batch size,
     // sampling mode and slot (capture it the first time). Attention reads the real lengths and
     // block tables from the metadata, so one graph serves every length.
-    const int key = graph_key(mode, slot, N);
+    const int key = graph_key(mode, slot, N, long_context);
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       // Both slots' graphs at once, so the step run ahead behind this one finds its own.
       for (const int g : {slot ^ 1, slot})
-        if (graphs_.find(graph_key(mode, g, N)) == graphs_.end())
+        if (graphs_.find(graph_key(mode, g, N, long_context)) == graphs_.end())
           if (auto st = capture_step(mode, g, N, rows, o); !st) return st;
       select_slot(slot);
       it = graphs_.find(key);

@@ -287,10 +287,16 @@ class CudaBackend final : public Backend {
   // Captured decode steps (one new token for each of n sequences, n <= kMaxDecodeBatch), one per
   // batch size, sampling mode and slot (graph_key; kernels read positions, lengths and block tables
   // from the slot's metadata, so a graph replays at every step); dropped when buffers move.
+  // Long: a step of one sequence at kLongContext tokens of context or more, captured with
+  // long_context_ (int4's o product then runs the kernel that leaves more of each SM to the
+  // attention; kernels/gemv_quant.cu, narrow_kernel, has the measurements: slower below ~1,024
+  // tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192).
   std::map<int, cudaGraphExec_t> graphs_;
-  static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1) {
-    return (n_seqs * 64 + mode.key()) * 2 + slot;
+  static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1, bool long_context = false) {
+    return ((n_seqs * 64 + mode.key()) * 2 + slot) * 2 + (long_context ? 1 : 0);
   }
+  static constexpr int kLongContext = 1024;
+  bool long_context_ = false;  // the pass being enqueued or captured is long (linear() passes it on)
   // Waits for every stream of the backend (before buffers they may use are freed).
   void sync_streams();
   static constexpr int kDecodeTokens = 4;  // passes of up to this many tokens use decode attention

@@ -202,6 +202,7 @@ Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, co
       a.norm_weight = static_cast<const bf16*>(norm_w);
       a.norm_eps = eps;
       a.swiglu = swiglu;
+      a.long_context = long_context_;
       kernels::launch_gemv_quant(a, stream_);
     } else if (wtype == ElemType::f16) {
       launch_gemv_as<__half>(x, w.data, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
