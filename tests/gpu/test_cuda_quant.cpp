@@ -382,5 +382,51 @@ TEST(CudaQuant7B, QualityAgainstBf16) {
   std::filesystem::remove_all(dir);
 }
 
+// int4 decode steps at 1,024 tokens of context or more replay graphs captured with o's wide kernel
+// (CudaBackend::kLongContext): teacher-forced one-token steps from 1,000 to 1,063 tokens, against
+// the prefill's logits of the same 1,064 tokens. The steps past the threshold must agree with the
+// prefill as closely as the ones before it (the same quantized weights, a different o kernel); a
+// wrong kernel, graph or buffer there gives errors of order 1 (COSMOS_QUANT_7B=1).
+TEST(CudaQuant7B, Int4DecodePastTheLongContextThresholdMatchesThePrefill) {
+  if (!std::getenv("COSMOS_QUANT_7B")) GTEST_SKIP() << "set COSMOS_QUANT_7B=1 (tests/gpu/run.sh --quant-7b)";
+  const auto q = kernels::query_gpus();
+  if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
+  const auto dir = std::filesystem::temp_directory_path() / ("cosmos_7b_long_" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_test_config("cosmos-reason1-7b", dir).ok());
+  BackendOptions o;
+  o.random_weights = 7;
+  auto b = make(true, Precision::int4, dir, o);
+  ASSERT_TRUE(b);
+  constexpr int kPrompt = 1000, kLongSteps = 64, kThreshold = 1024;
+  std::vector<TokenId> seq;
+  for (int i = 0; i < kPrompt + kLongSteps; ++i) seq.push_back(static_cast<TokenId>((i * 7919 + 13) % 150000));
+  const ForwardOutput ref = score_logits(*b, seq);
+  ASSERT_EQ(ref.logits.size(), static_cast<std::size_t>(kPrompt + kLongSteps) * ref.vocab);
+
+  SequenceInput in;
+  in.seq = b->kv_cache().create_sequence();
+  in.tokens.assign(seq.begin(), seq.begin() + kPrompt);
+  testing::LogitStats before, after;
+  ForwardOutput out;
+  for (int s = 0; s < kLongSteps; ++s) {
+    const auto st = b->forward(std::span<const SequenceInput>(&in, 1), out);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    const int r = kPrompt - 1 + s;  // the position whose logits this pass returned; its context is r + 1
+    (r + 1 >= kThreshold ? after : before).add(ref.row(r), out.row(0));
+    in.tokens = {seq[kPrompt + s]};
+  }
+  b->kv_cache().free_sequence(in.seq);
+  std::printf("[ measured ] random 7B, int4 one-token steps against the prefill: contexts < %d: max rel error %.3g, "
+              "KL mean %.3g, top-1 %d/%d; >= %d: %.3g, %.3g, %d/%d\n",
+              kThreshold, before.max_rel_err, before.kl_mean(), before.agree, before.positions, kThreshold,
+              after.max_rel_err, after.kl_mean(), after.agree, after.positions);
+  ASSERT_EQ(before.positions, kThreshold - kPrompt);
+  ASSERT_EQ(after.positions, kLongSteps - (kThreshold - kPrompt));
+  EXPECT_LT(after.max_rel_err, 1.5 * before.max_rel_err + 1e-3);
+  EXPECT_LT(after.kl_mean(), 1.5 * before.kl_mean() + 1e-4);
+  EXPECT_GE(after.top1(), before.top1() - 0.1);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace cosmos
