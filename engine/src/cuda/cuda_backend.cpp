@@ -252,7 +252,8 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const int max_ctx = plan.max_ctx;
   const int N = static_cast<int>(ids.size()), R = static_cast<int>(rows.size());
   const int n_seqs = static_cast<int>(batch.size());
-  const bool long_context = N == 1 && max_ctx >= kLongContext;
+  // (int4 only: the other precisions run the same kernels at every length, one graph pair serves them)
+  const bool long_context = N == 1 && max_ctx >= kLongContext && precision_ == Precision::int4;
   std::size_t hist_total = 0;
   if (mode.on) {
     hist_off.push_back(0);

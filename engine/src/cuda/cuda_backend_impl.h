@@ -287,7 +287,7 @@ class CudaBackend final : public Backend {
   // Captured decode steps (one new token for each of n sequences, n <= kMaxDecodeBatch), one per
   // batch size, sampling mode and slot (graph_key; kernels read positions, lengths and block tables
   // from the slot's metadata, so a graph replays at every step); dropped when buffers move.
-  // Long: a step of one sequence at kLongContext tokens of context or more, captured with
+  // Long: an int4 step of one sequence at kLongContext tokens of context or more, captured with
   // long_context_ (int4's o product then runs the kernel that leaves more of each SM to the
   // attention; kernels/gemv_quant.cu, narrow_kernel, has the measurements: slower below ~1,024
   // tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192).
