@@ -342,16 +342,27 @@ TEST_F(CudaQuantLoad, TheQuantizedWeightCacheIsSharedWithTheCpu) {
   std::filesystem::remove_all(cache);
 }
 
-// The random 7B-shape model: each quantized precision against bf16, 512 teacher-forced steps after
-// a 32-token prompt (COSMOS_QUANT_7B=1; about 40 GB of GPU memory at the peak).
-TEST(CudaQuant7B, QualityAgainstBf16) {
-  if (!std::getenv("COSMOS_QUANT_7B")) GTEST_SKIP() << "set COSMOS_QUANT_7B=1 (tests/gpu/run.sh --quant-7b)";
-  const auto q = kernels::query_gpus();
-  if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
-  const auto dir = std::filesystem::temp_directory_path() / ("cosmos_7b_cfg_" + std::to_string(::getpid()));
-  ASSERT_TRUE(write_test_config("cosmos-reason1-7b", dir).ok());
+// The random 7B-shape model (COSMOS_QUANT_7B=1): its config in a temporary folder, random weights.
+class CudaQuant7B : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::getenv("COSMOS_QUANT_7B")) GTEST_SKIP() << "set COSMOS_QUANT_7B=1 (tests/gpu/run.sh --quant-7b)";
+    const auto q = kernels::query_gpus();
+    if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
+    dir = std::filesystem::temp_directory_path() / ("cosmos_7b_cfg_" + std::to_string(::getpid()));
+    ASSERT_TRUE(write_test_config("cosmos-reason1-7b", dir).ok());
+    o.random_weights = 7;
+  }
+  void TearDown() override {
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+  std::filesystem::path dir;
   BackendOptions o;
-  o.random_weights = 7;
+};
+
+// Each quantized precision against bf16, 512 teacher-forced steps after a 32-token prompt (about
+// 40 GB of GPU memory at the peak).
+TEST_F(CudaQuant7B, QualityAgainstBf16) {
   std::vector<TokenId> prompt;
   for (int i = 0; i < 32; ++i) prompt.push_back(static_cast<TokenId>((i * 7919 + 13) % 150000));
   std::vector<TokenId> seq;
@@ -379,7 +390,6 @@ TEST(CudaQuant7B, QualityAgainstBf16) {
     EXPECT_LT(st.kl_mean(), bd.mean_kl);
     EXPECT_GE(st.top1(), bd.min_top1);
   }
-  std::filesystem::remove_all(dir);
 }
 
 // int4 decode steps at 1,024 tokens of context or more replay graphs captured with o's wide kernel
@@ -387,14 +397,7 @@ TEST(CudaQuant7B, QualityAgainstBf16) {
 // the prefill's logits of the same 1,064 tokens. The steps past the threshold must agree with the
 // prefill as closely as the ones before it (the same quantized weights, a different o kernel); a
 // wrong kernel, graph or buffer there gives errors of order 1 (COSMOS_QUANT_7B=1).
-TEST(CudaQuant7B, Int4DecodePastTheLongContextThresholdMatchesThePrefill) {
-  if (!std::getenv("COSMOS_QUANT_7B")) GTEST_SKIP() << "set COSMOS_QUANT_7B=1 (tests/gpu/run.sh --quant-7b)";
-  const auto q = kernels::query_gpus();
-  if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
-  const auto dir = std::filesystem::temp_directory_path() / ("cosmos_7b_long_" + std::to_string(::getpid()));
-  ASSERT_TRUE(write_test_config("cosmos-reason1-7b", dir).ok());
-  BackendOptions o;
-  o.random_weights = 7;
+TEST_F(CudaQuant7B, Int4DecodePastTheLongContextThresholdMatchesThePrefill) {
   auto b = make(true, Precision::int4, dir, o);
   ASSERT_TRUE(b);
   constexpr int kPrompt = 1000, kLongSteps = 64, kThreshold = 1024;
@@ -425,7 +428,6 @@ TEST(CudaQuant7B, Int4DecodePastTheLongContextThresholdMatchesThePrefill) {
   EXPECT_LT(after.max_rel_err, 1.5 * before.max_rel_err + 1e-3);
   EXPECT_LT(after.kl_mean(), 1.5 * before.kl_mean() + 1e-4);
   EXPECT_GE(after.top1(), before.top1() - 0.1);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
