@@ -312,13 +312,13 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
           }
         }
         if constexpr (F::kDp) {
+          // The group maxima by one warp reduction each (REDUX, sm_80+): |x|'s bit pattern orders as
+          // its value (no sign bit), so the unsigned maximum is fmaxf's, bit for bit.
           float m[kB];
 #pragma unroll
-          for (int b = 0; b < kB; ++b) m[b] = fmaxf(fmaxf(fabsf(v[b].x), fabsf(v[b].y)), fmaxf(fabsf(v[b].z), fabsf(v[b].w)));
-#pragma unroll
-          for (int off = 16; off > 0; off >>= 1) {
-#pragma unroll
-            for (int b = 0; b < kB; ++b) m[b] = fmaxf(m[b], __shfl_xor_sync(0xffffffffu, m[b], off));
+          for (int b = 0; b < kB; ++b) {
+            const float a = fmaxf(fmaxf(fabsf(v[b].x), fabsf(v[b].y)), fmaxf(fabsf(v[b].z), fabsf(v[b].w)));
+            m[b] = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(a)));
           }
 #pragma unroll
           for (int b = 0; b < kB; ++b) part[b] = stage_dp(v[b], f0 + b * kNT, m[b], ok[b], gxs[b]);
@@ -332,8 +332,16 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
             }
           }
         }
-        // The group sums: 2^(K - 149) times the sum on the fp32 path; kDp: xs_g times the sum of x~.
-        if constexpr (kB >= 4) {  // the first 4 in one butterfly, a fifth (int4 down) by itself
+        // The group sums: 2^(K - 149) times the sum on the fp32 path; kDp: xs_g times the sum of x~,
+        // whose parts are integers (|sum| < 2^22, exact in fp32 either way): one integer warp
+        // reduction (REDUX) each, the same value as the float butterfly's.
+        if constexpr (F::kDp) {
+#pragma unroll
+          for (int b = 0; b < kB; ++b) {
+            const int sb = __reduce_add_sync(0xffffffffu, __float2int_rn(part[b]));
+            if (lane == 0 && ok[b]) xsum[(f0 + b * kNT) >> 5] = static_cast<float>(sb) * gxs[b];
+          }
+        } else if constexpr (kB >= 4) {  // the first 4 in one butterfly, a fifth (int4 down) by itself
           const float p4[4] = {part[0], part[1], part[2], part[3]};
           const float sum = warp_sum4(p4);
           const int bl = static_cast<int>((lane >> 3) & 3);
