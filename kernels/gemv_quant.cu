@@ -406,6 +406,7 @@ template <typename F>
 std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
   KTRACE_ARM("gemv_quant");
   const Plan pl = plan_fmt<F>(a);
+  if (a.x_div && (!std::is_same_v<F, I4> || pl.knobs.wide != 1)) return 0;  // only o's long-context kernel divides sums
   if (pl.knobs.mma != 0) return launch_gemv_q4_mma(a, pl.knobs.mma, pl.knobs.mma_tile_warps, stream);
   QParams p = params_of(a);
   p.items = pl.items;
@@ -426,6 +427,11 @@ QGemvTuning gemv_quant_plan(const QGemvArgs& a) {
     case QuantKind::int4_group: return plan_fmt<I4>(a).knobs;
   }
   return QGemvTuning{0, 0, 0, 0, 0, 0, 0, 0};
+}
+
+bool gemv_quant_takes_sums(const QGemvArgs& a) {
+  return a.w.kind == QuantKind::int4_group && a.rows > 0 && a.cols > 0 && !a.swiglu && !a.norm_weight &&
+         plan_fmt<I4>(a).knobs.wide == 1;
 }
 
 std::size_t launch_gemv_quant(const QGemvArgs& a, cudaStream_t stream) {

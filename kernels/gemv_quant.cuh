@@ -32,12 +32,23 @@ struct QGemvArgs {
   // A decode step at a long context (the attention before this product is long): int4's o product
   // then takes a kernel that leaves more of each SM to the attention (gemv_quant.cu, narrow_kernel).
   bool long_context = false;
+  // Or null. Set: x is the decode attention's output as sums ([2][cols] fp32, buckets 0 and 1 of
+  // kernels/decode_attention.cuh's DecodeAttentionSums) and x_div their divisors ([2][cols / 128]),
+  // so the attention leaves its split merge to this product, which divides per head of 128 columns
+  // as it stages x. Only int4 o-shaped products on the long-context kernel take it
+  // (gemv_quant_takes_sums); launch_gemv_quant launches nothing and returns 0 for any other.
+  const float* x_div = nullptr;
 };
 
 // Enqueues through launch_pdl. Returns the bytes moved (q, scales, x, norm weight, bias, residual,
 // y); 0 with nothing launched for an empty problem or swiglu with odd rows. Any shape and alignment
 // works; the fast path needs full-width aligned rows (see gemv_quant.cu).
 std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
+
+// Whether launch_gemv_quant takes args.x_div for this product (int4, rows of 3,584 columns, no
+// norm, no SwiGLU, the long-context kernel: QGemvArgs::long_context or the wide knob) on the current
+// device under the current tuning.
+bool gemv_quant_takes_sums(const QGemvArgs& args);
 
 // Launch knobs, for the benchmark and tests only (process-wide, not synchronized with concurrent
 // launches, like set_gemv_tuning). -1 / 0 = automatic (see launch_fmt in gemv_quant.cu); a knob that

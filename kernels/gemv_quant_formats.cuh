@@ -31,6 +31,7 @@ struct QParams {
   int row_bytes;  // bytes of q per row
   int groups;     // int4 groups per row
   int l2_next;    // vector path: prefetch the next item's rows into L2
+  const float* xdiv;  // o's wide kernel: x holds the decode attention's sums, these their divisors (QGemvArgs::x_div)
 };
 
 // The fields every kernel shares, from the launch arguments (items, l2_next: the caller's).
@@ -42,6 +43,7 @@ inline QParams params_of(const QGemvArgs& a) {
   p.gs = a.w.group_scale;
   p.gm = a.w.group_min;
   p.x = a.x;
+  p.xdiv = a.x_div;
   p.bias = reinterpret_cast<const std::uint16_t*>(a.bias);
   p.residual = a.residual;
   p.y = a.y;
@@ -63,7 +65,7 @@ inline std::size_t bytes_moved(const QGemvArgs& a) {
                     n = static_cast<std::size_t>(a.swiglu ? a.rows / 2 : a.rows);
   const std::size_t scales = a.w.kind == QuantKind::int4_group ? r * quant_groups(a.cols) * 4 : r * 4;
   return r * quant_row_bytes(a.w.kind, a.cols) + scales + c * 4 + (a.norm_weight ? c * 2 : 0) + (a.bias ? r * 2 : 0) +
-         (a.residual ? n * 4 : 0) + n * 4;
+         (a.residual ? n * 4 : 0) + n * 4 + (a.x_div ? 2 * quant_groups(a.cols) * 4 : 0);
 }
 
 __device__ __forceinline__ float bf16f(unsigned bits) { return __uint_as_float(bits << 16); }

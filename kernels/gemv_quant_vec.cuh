@@ -296,6 +296,34 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
           // staged: read once, keep it out of L1
           v[b] = ok[b] ? (kSt ? __ldcg(x4 + f) : x4[f]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
+        if constexpr (kWide) {
+          // x as the decode attention's sums (QGemvArgs::x_div): a warp's float4s are one group of
+          // 128 columns, one head, whose divisors d0, d1 come in the same round trip as x. x = s0 / d0
+          // when d1 == 0 (bucket 0 only, the usual case), else (s0 2^-120 + s1) / (d0 2^-120 + d1)
+          // (warp-uniform branch; bucket 1's x read then).
+          if (p.xdiv) {
+            float d0[kB], d1[kB];
+#pragma unroll
+            for (int b = 0; b < kB; ++b) {
+              const int g = (f0 + b * kNT) >> 5;
+              d0[b] = ok[b] ? __ldcg(p.xdiv + g) : 1.0f;
+              d1[b] = ok[b] ? __ldcg(p.xdiv + groups + g) : 0.0f;
+            }
+#pragma unroll
+            for (int b = 0; b < kB; ++b) {
+              float d = d0[b];
+              if (d1[b] != 0.0f) {
+                constexpr float kDown = 0x1p-120f;
+                const float4 s1 = __ldcg(x4 + n4 + f0 + b * kNT);
+                v[b] = make_float4(fmaf(v[b].x, kDown, s1.x), fmaf(v[b].y, kDown, s1.y), fmaf(v[b].z, kDown, s1.z),
+                                   fmaf(v[b].w, kDown, s1.w));
+                d = fmaf(d, kDown, d1[b]);
+              }
+              const float inv_d = __frcp_rn(d);
+              v[b] = make_float4(v[b].x * inv_d, v[b].y * inv_d, v[b].z * inv_d, v[b].w * inv_d);
+            }
+          }
+        }
         if constexpr (kSplit) {
           // Every thread runs a first batch: kExact rows are whole sets of 3,584 columns, 896 or more
           // float4s of x for 256 threads.

@@ -25,6 +25,7 @@
 #include "cosmos/checkpoint.h"
 #include "cosmos/quant.h"
 #include "cuda/cuda_pass_profile.h"
+#include "kernels/decode_attention.cuh"
 #include "kernels/device_info.cuh"
 #include "kernels/elem_type.cuh"
 #include "kernels/gemm_lt.h"
@@ -182,6 +183,8 @@ class CudaBackend final : public Backend {
   // One token with fused_mlp_: o (+ residual into x_, a copy into xm_), then the fused MLP into x_.
   // sums: the attention's output as sums (att_sums_, the layer's set), else null: att_.
   Status o_and_fused_mlp(const CudaLayer& L, const float* sums);
+  // One int4 token at a long context with int4_att_sums_: x_ += W_o x, x the attention's sums ds.
+  Status o_from_sums(const CudaLayer& L, const kernels::DecodeAttentionSums& ds);
   // Whether the fused decode MLP runs (and the down weights are stored transposed), and the
   // transpose scratch it needs while loading (released at the end of load()).
   void choose_fused_mlp();
@@ -321,7 +324,10 @@ class CudaBackend final : public Backend {
   // it stages x: [layers][att_sums_stride_] fp32 = o [2][heads, head_dim], l [2][heads] (stride a
   // multiple of 4: 16-byte aligned). Null: the attention merges its splits itself
   // (COSMOS_ATT_SUMS=0, no fused MLP, ...).
+  // int4 (no fused MLP): the sums serve the steps captured with long_context_ only, whose o product
+  // runs the kernel that divides them (kernels/gemv_quant.cuh, QGemvArgs::x_div).
   float* att_sums_ = nullptr;
+  bool int4_att_sums_ = false;
   std::size_t att_sums_stride_ = 0;
   std::uint64_t att_sums_bytes_ = 0;
   // The prefill attention kernel (choose_prefill_attention): on sm_90 the warp-specialized TMA one

@@ -7,6 +7,7 @@
 #include "cuda/cuda_backend_impl.h"
 #include "kernels/decode_attention.cuh"
 #include "kernels/gemv.cuh"
+#include "kernels/gemv_quant.cuh"
 #include "kernels/mlp_decode.cuh"
 #include "kernels/transpose.cuh"
 
@@ -52,6 +53,23 @@ std::size_t launch_mlp(const CudaLayer& L, const float* x, float* y, int H, int 
 }
 
 }  // namespace
+
+Status CudaBackend::o_from_sums(const CudaLayer& L, const kernels::DecodeAttentionSums& ds) {
+  const ModelConfig& c = config_;
+  kernels::QGemvArgs o;
+  o.w = L.o.qm;
+  o.x = ds.o;
+  o.x_div = ds.l;
+  o.residual = x_;
+  o.y = x_;
+  o.rows = c.hidden_size;
+  o.cols = c.q_dim();
+  o.long_context = long_context_;
+  if (kernels::launch_gemv_quant(o, stream_) == 0)
+    return fail(make_error(ErrorCategory::internal, "backend.cuda", "the int4 o product refused the attention's sums"));
+  CUDA_TRY(cudaGetLastError());
+  return ok_status();
+}
 
 Status CudaBackend::o_and_fused_mlp(const CudaLayer& L, const float* sums) {
   const ModelConfig& c = config_;
@@ -103,23 +121,39 @@ Status CudaBackend::choose_att_sums() {
   att_sums_ = nullptr;
   att_sums_stride_ = 0;
   att_sums_bytes_ = 0;
-  // The sums are divided by the fused path's o product; each layer's attention zeroes the previous
-  // layer's pair, which needs two layers or more. (The quantized o product taking them, measured in
-  // session 32: int8 / fp8 decode 2-4% slower at short context, int4 level there and +0.9% at 4k;
-  // not built.)
-  if (!fused_mlp_ || !decode_scratch_ || layers_.size() < 2) return ok_status();
+  int4_att_sums_ = false;
+  // The sums are divided by the fused path's o product, or int4's long-context o kernel (steps of
+  // kLongContext tokens or more; int4 decode level at 2,048 tokens, +0.6% at 4,096, +1.0% at 8,192:
+  // docs/PERFORMANCE.md, session 41);
+  // each layer's attention zeroes the previous layer's pair, which needs two layers or more.
+  // (int8 / fp8 o products taking them measured 2-4% slower at short context in session 32.)
+  if (!decode_scratch_ || layers_.size() < 2) return ok_status();
   const ModelConfig& c = config_;
+  if (!fused_mlp_) {
+    kernels::QGemvArgs o;  // the long-context o product of int4 (x and y are not read here)
+    o.w = layers_[0].o.qm;
+    o.rows = c.hidden_size;
+    o.cols = c.q_dim();
+    o.long_context = true;
+    if (precision_ != Precision::int4 || !layers_[0].o.quantized || c.head_dim != 128 ||
+        !kernels::gemv_quant_takes_sums(o))
+      return ok_status();
+    int4_att_sums_ = true;
+  }
   kernels::AttentionArgs probe;
   probe.kv_type = kvtype_;
   probe.heads = c.num_heads;
   probe.kv_heads = c.num_kv_heads;
   probe.head_dim = c.head_dim;
-  if (!kernels::decode_attention_sums_supported(probe) || !kernels::gemv_sums_supported(c.q_dim(), c.head_dim)) {
+  if (!kernels::decode_attention_sums_supported(probe) ||
+      (fused_mlp_ && !kernels::gemv_sums_supported(c.q_dim(), c.head_dim))) {
+    int4_att_sums_ = false;
     spdlog::info("cuda backend: decode attention merges its own splits (the o product cannot take sums for this shape)");
     return ok_status();
   }
   if (const char* env = std::getenv("COSMOS_ATT_SUMS"); env && std::string_view(env) == "0") {
     spdlog::info("cuda backend: decode attention merges its own splits (COSMOS_ATT_SUMS=0)");
+    int4_att_sums_ = false;
     return ok_status();
   }
   const std::size_t stride = (2 * static_cast<std::size_t>(c.num_heads) * (c.head_dim + 1) + 3) / 4 * 4;
@@ -128,14 +162,16 @@ Status CudaBackend::choose_att_sums() {
   if (!p) {
     spdlog::warn("cuda backend: decode attention merges its own splits: no GPU memory for its sums ({})",
                  p.error().message);
+    int4_att_sums_ = false;
     return ok_status();
   }
   CUDA_TRY(cudaMemset(*p, 0, bytes));
   att_sums_ = static_cast<float*>(*p);
   att_sums_stride_ = stride;
   att_sums_bytes_ = bytes;
-  spdlog::info("cuda backend: decode attention leaves its split merge to the o product (sums; COSMOS_ATT_SUMS=0: "
-               "merged in the attention)");
+  spdlog::info("cuda backend: decode attention leaves its split merge to the o product{} (sums; COSMOS_ATT_SUMS=0: "
+               "merged in the attention)",
+               int4_att_sums_ ? fmt::format(" at {} tokens of context or more", kLongContext) : std::string());
   return ok_status();
 }
 

@@ -325,7 +325,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
   const int sec1 = c.mrope_section.size() == 3 ? c.mrope_section[1] : 0;
   // One token with the fused MLP: the attention leaves sums that the o product divides
   // (att_sums_); layer li's attention zeroes layer li - 1's pair (the first layer's: the last's).
-  const bool sums = N == 1 && fused_mlp_ && att_sums_ && decode_att;
+  // int4 at a long context: the same sums, divided by o's long-context kernel (o_from_sums).
+  const bool sums = N == 1 && att_sums_ && decode_att && (fused_mlp_ || (int4_att_sums_ && long_context_));
   const std::size_t n_layers = layers_.size();
   for (std::size_t li = 0; li < n_layers; ++li) {
     const CudaLayer& L = layers_[li];
@@ -435,7 +436,11 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       if (auto st = o_and_fused_mlp(L, sums ? ds.o : nullptr); !st) return st;
       continue;
     }
-    if (auto st = linear(att_, L.o, wtype_, nullptr, x_, x_, N, H, Q); !st) return st;
+    if (sums) {
+      if (auto st = o_from_sums(L, ds); !st) return st;
+    } else if (auto st = linear(att_, L.o, wtype_, nullptr, x_, x_, N, H, Q); !st) {
+      return st;
+    }
     profile_.mark(PassProfile::o, mm * H * Q, 0);
     // MLP block (one token: norm and SwiGLU run inside the gate/up product).
     if (N == 1) {

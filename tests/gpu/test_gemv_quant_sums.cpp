@@ -1,0 +1,187 @@
+// int4's o product taking the decode attention's output as sums (QGemvArgs::x_div; the sums'
+// format: kernels/decode_attention.cuh, DecodeAttentionSums): x = s0 / d0 per head of 128 columns
+// when d1 == 0, else (s0 2^-120 + s1) / (d0 2^-120 + d1). Each case compares the launch on sums with
+// the same launch on the plain x those sums stand for, on the 7B o shape (3,584 x 3,584, residual
+// aliasing y) at a long context (the only kernel that takes sums).
+//   - Power-of-two divisors make the division exact: x from the sums is x bit for bit, so y must
+//     equal the plain launch's bit for bit. A wrong head, bucket or divisor changes x by far more.
+//   - Random divisors: x from the sums differs from x by the division's rounding (a few u), so y
+//     must match within a relative L2 error of 1e-5 (about 2^-17).
+// Data rows: which heads have a share in bucket 1 (none, some, all) and whether the divisors are
+// powers of two. A launch that cannot take sums (not at a long context) must enqueue nothing.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include "cosmos/quant.h"
+#include "kernels/device_info.cuh"
+#include "kernels/gemv_quant.cuh"
+#include "kernels/pdl.cuh"
+#include "gemv_quant_test_common.h"
+
+namespace cosmos {
+namespace {
+
+using namespace gemv_quant_test;  // NOLINT(google-build-using-namespace): this test binary's own helpers
+
+constexpr int kCols = 3584, kRows = 3584, kHead = 128, kHeads = kCols / kHead;
+
+struct SumsCase {
+  const char* name;
+  int mixed_every;  // heads h with h % mixed_every == 1 have a share in bucket 1 (0: none; 1: all)
+  bool pow2;        // divisors powers of two (exact division)
+};
+
+std::string sums_case_name(const ::testing::TestParamInfo<SumsCase>& p) { return p.param.name; }
+
+class GpuGemvQuantSums : public ::testing::TestWithParam<SumsCase> {
+ protected:
+  void SetUp() override {
+    const auto q = kernels::query_gpus();
+    if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
+  }
+};
+
+// y = W x + residual (aliasing y) on stream; x plain (div null) or sums (div set).
+std::vector<float> run_o(const DevQuant& dw, const float* x, const float* div, const std::vector<float>& residual,
+                         bool long_context, std::size_t* bytes) {
+  DevBuf<float> dy;
+  dy.alloc(kRows);
+  dy.upload(residual);
+  kernels::QGemvArgs a;
+  a.w = dw.mat;
+  a.x = x;
+  a.x_div = div;
+  a.residual = dy.ptr;
+  a.y = dy.ptr;
+  a.rows = kRows;
+  a.cols = kCols;
+  a.long_context = long_context;
+  cudaStream_t stream;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  *bytes = kernels::launch_gemv_quant(a, stream);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaStreamDestroy(stream);
+  return dy.download(kRows);
+}
+
+TEST_P(GpuGemvQuantSums, MatchesThePlainInput) {
+  const SumsCase& c = GetParam();
+  Rng rng(20261204u + static_cast<std::uint64_t>(c.mixed_every) * 31u + (c.pow2 ? 7u : 0u));
+  const HostQuant hq(QuantFormat::int4_group, kRows, kCols, rng);
+  std::vector<float> x(kCols), residual(kRows);
+  for (auto& v : x) v = 2.0f * rng.next();
+  for (auto& v : residual) v = rng.next();
+  // sums [2][cols] (buckets 0, 1), divisors [2][heads]
+  std::vector<float> sums(2 * kCols, 0.0f), div(2 * kHeads, 0.0f), xs(kCols);
+  for (int h = 0; h < kHeads; ++h) {
+    const bool mixed = c.mixed_every > 0 && h % c.mixed_every == (c.mixed_every == 1 ? 0 : 1);
+    // Bucket 0 alone: d0 in [0.5, 64); mixed: d0 2^-120 + d1 with d1 in [0.5, 8) and a share of
+    // bucket 0 in units of 2^-120 (s0 = x d 2^120 / 2 etc.).
+    const float d = c.pow2 ? std::ldexp(1.0f, h % 7 - 1) : 0.5f + 31.75f * (rng.next() + 1.0f);
+    if (!mixed) {
+      div[h] = d;
+      for (int i = h * kHead; i < (h + 1) * kHead; ++i) {
+        sums[i] = x[i] * d;
+        xs[i] = sums[i] / d;  // (pow2: x itself)
+      }
+    } else {
+      // d = d0 2^-120 + d1 with both halves equal: d0 = d / 2 * 2^120, d1 = d / 2.
+      div[h] = std::ldexp(d * 0.5f, 120);
+      div[kHeads + h] = d * 0.5f;
+      for (int i = h * kHead; i < (h + 1) * kHead; ++i) {
+        const float half = x[i] * d * 0.5f;
+        sums[i] = std::ldexp(half, 120);
+        sums[kCols + i] = half;
+        xs[i] = (half + half) / d;
+      }
+    }
+  }
+  // The plain input the sums stand for: x itself with power-of-two divisors, else the host's
+  // division (the kernel multiplies by the rounded reciprocal: a few u apart).
+  if (c.pow2) {
+    ASSERT_EQ(std::memcmp(xs.data(), x.data(), x.size() * sizeof(float)), 0);
+  }
+  DevQuant dw;
+  dw.upload(hq.m);
+  DevBuf<float> dplain, dsums, ddiv;
+  dplain.alloc(kCols);
+  dplain.upload(xs);
+  dsums.alloc(2 * kCols);
+  dsums.upload(sums);
+  ddiv.alloc(2 * kHeads);
+  ddiv.upload(div);
+
+  for (bool pdl : {false, true}) {
+    SCOPED_TRACE(pdl ? "pdl on" : "pdl off");
+    kernels::set_pdl_enabled(pdl);
+    kernels::QGemvArgs probe;
+    probe.w = dw.mat;
+    probe.rows = kRows;
+    probe.cols = kCols;
+    probe.long_context = true;
+    ASSERT_TRUE(kernels::gemv_quant_takes_sums(probe));
+    std::size_t plain_bytes = 0, sums_bytes = 0;
+    const std::vector<float> want = run_o(dw, dplain.ptr, nullptr, residual, true, &plain_bytes);
+    const std::vector<float> got = run_o(dw, dsums.ptr, ddiv.ptr, residual, true, &sums_bytes);
+    ASSERT_GT(plain_bytes, 0u);
+    EXPECT_EQ(sums_bytes, plain_bytes + 2 * kHeads * sizeof(float));
+    double num = 0, den = 0;
+    int differ = 0;
+    for (int r = 0; r < kRows; ++r) {
+      ASSERT_FALSE(std::isnan(got[r])) << "row " << r;
+      const double d = static_cast<double>(got[r]) - want[r];
+      num += d * d;
+      den += static_cast<double>(want[r]) * want[r];
+      differ += got[r] != want[r];
+    }
+    const double rel = std::sqrt(num / den);
+    std::printf("[ measured ] o from sums (%s): %d of %d outputs differ from the plain input's, relative L2 %.3g\n",
+                c.name, differ, kRows, rel);
+    if (c.pow2) {
+      EXPECT_EQ(differ, 0);
+    }
+    EXPECT_LT(rel, 1e-5);
+  }
+  kernels::set_pdl_enabled(false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, GpuGemvQuantSums,
+                         ::testing::Values(SumsCase{"bucket0_pow2", 0, true}, SumsCase{"some_mixed_pow2", 3, true},
+                                           SumsCase{"all_mixed_pow2", 1, true}, SumsCase{"bucket0_random", 0, false},
+                                           SumsCase{"some_mixed_random", 3, false}),
+                         sums_case_name);
+
+// Only the long-context o kernel divides sums: elsewhere launch_gemv_quant enqueues nothing.
+TEST(GpuGemvQuantSumsArgs, OtherKernelsRefuseSums) {
+  const auto q = kernels::query_gpus();
+  if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
+  Rng rng(7u);
+  const HostQuant hq(QuantFormat::int4_group, kRows, kCols, rng);
+  DevQuant dw;
+  dw.upload(hq.m);
+  DevBuf<float> dx, ddiv;
+  dx.alloc(2 * kCols);
+  dx.upload(std::vector<float>(2 * kCols, 1.0f));
+  ddiv.alloc(2 * kHeads);
+  ddiv.upload(std::vector<float>(2 * kHeads, 1.0f));
+  kernels::QGemvArgs probe;
+  probe.w = dw.mat;
+  probe.rows = kRows;
+  probe.cols = kCols;
+  EXPECT_FALSE(kernels::gemv_quant_takes_sums(probe));  // short context: the 4-blocks-per-SM kernel
+  const std::vector<float> residual(kRows, 0.5f);
+  std::size_t bytes = 1;
+  const std::vector<float> y = run_o(dw, dx.ptr, ddiv.ptr, residual, false, &bytes);
+  EXPECT_EQ(bytes, 0u);
+  for (int r = 0; r < kRows; ++r) ASSERT_EQ(y[r], 0.5f) << "row " << r << " written";
+}
+
+}  // namespace
+}  // namespace cosmos
