@@ -129,7 +129,8 @@ Status CudaBackend::choose_att_sums() {
   // (int8 / fp8 o products taking them measured 2-4% slower at short context in session 32.)
   if (!decode_scratch_ || layers_.size() < 2) return ok_status();
   const ModelConfig& c = config_;
-  if (!fused_mlp_) {
+  const bool int4 = !fused_mlp_;  // set below when the sums are allocated
+  if (int4) {
     kernels::QGemvArgs o;  // the long-context o product of int4 (x and y are not read here)
     o.w = layers_[0].o.qm;
     o.rows = c.hidden_size;
@@ -138,7 +139,6 @@ Status CudaBackend::choose_att_sums() {
     if (precision_ != Precision::int4 || !layers_[0].o.quantized || c.head_dim != 128 ||
         !kernels::gemv_quant_takes_sums(o))
       return ok_status();
-    int4_att_sums_ = true;
   }
   kernels::AttentionArgs probe;
   probe.kv_type = kvtype_;
@@ -147,13 +147,11 @@ Status CudaBackend::choose_att_sums() {
   probe.head_dim = c.head_dim;
   if (!kernels::decode_attention_sums_supported(probe) ||
       (fused_mlp_ && !kernels::gemv_sums_supported(c.q_dim(), c.head_dim))) {
-    int4_att_sums_ = false;
     spdlog::info("cuda backend: decode attention merges its own splits (the o product cannot take sums for this shape)");
     return ok_status();
   }
   if (const char* env = std::getenv("COSMOS_ATT_SUMS"); env && std::string_view(env) == "0") {
     spdlog::info("cuda backend: decode attention merges its own splits (COSMOS_ATT_SUMS=0)");
-    int4_att_sums_ = false;
     return ok_status();
   }
   const std::size_t stride = (2 * static_cast<std::size_t>(c.num_heads) * (c.head_dim + 1) + 3) / 4 * 4;
@@ -162,13 +160,13 @@ Status CudaBackend::choose_att_sums() {
   if (!p) {
     spdlog::warn("cuda backend: decode attention merges its own splits: no GPU memory for its sums ({})",
                  p.error().message);
-    int4_att_sums_ = false;
     return ok_status();
   }
   CUDA_TRY(cudaMemset(*p, 0, bytes));
   att_sums_ = static_cast<float*>(*p);
   att_sums_stride_ = stride;
   att_sums_bytes_ = bytes;
+  int4_att_sums_ = int4;
   spdlog::info("cuda backend: decode attention leaves its split merge to the o product{} (sums; COSMOS_ATT_SUMS=0: "
                "merged in the attention)",
                int4_att_sums_ ? fmt::format(" at {} tokens of context or more", kLongContext) : std::string());
