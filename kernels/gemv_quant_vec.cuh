@@ -300,7 +300,10 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
           // x as the decode attention's sums (QGemvArgs::x_div): a warp's float4s are one group of
           // 128 columns, one head, whose divisors d0, d1 come in the same round trip as x. x = s0 / d0
           // when d1 == 0 (bucket 0 only, the usual case), else (s0 2^-120 + s1) / (d0 2^-120 + d1)
-          // (warp-uniform branch; bucket 1's x read then).
+          // (warp-uniform branch; bucket 1's x read then). The reciprocal is MUFU.RCP's (__fdividef:
+          // within 2 ulp, exact for powers of two), not the IEEE one (__frcp_rn, a multi-instruction
+          // sequence with a slow-path branch in the staging's chain): int4 decode +0.9% at 4,096 tokens
+          // of context, +1.0% at 8,192 (docs/PERFORMANCE.md, session 42).
           if (p.xdiv) {
             float d0[kB], d1[kB];
 #pragma unroll
@@ -319,7 +322,7 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
                                    fmaf(v[b].w, kDown, s1.w));
                 d = fmaf(d, kDown, d1[b]);
               }
-              const float inv_d = __frcp_rn(d);
+              const float inv_d = __fdividef(1.0f, d);
               v[b] = make_float4(v[b].x * inv_d, v[b].y * inv_d, v[b].z * inv_d, v[b].w * inv_d);
             }
           }

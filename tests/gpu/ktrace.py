@@ -20,6 +20,11 @@ middle 80% of the launches:
   main         the prologue's end (attention: the wait's) to the block's end (median block)
   spread       last block's end minus first block's end
 A kernel marked * follows lm_head: its contrib includes sampling, the embedding and the host.
+
+--detail NAME (e.g. --detail attention): per block of that kernel's launches, relative to the
+predecessor's last block's end (us): its start, its wait's end and its end as quantiles (10, 50,
+90, 100%) over the blocks of the middle 80% of the launches, and its duration; shows whether a
+long spread comes from blocks that start late (no room on the SMs) or from blocks that run long.
 """
 import sys
 
@@ -47,7 +52,7 @@ def launches(recs, ghz):
             gemv = key[0] != -1
             waited = part['cw'] > 0  # attention blocks with nothing to do return before the wait
             out.append(dict(
-                name=label(*key), s0=g0.min(), e0=g1.min(), e1=g1.max(),
+                name=label(*key), s0=g0.min(), e0=g1.min(), e1=g1.max(), recs=part,
                 rel=(g0[waited] + part['cw'][waited] / ghz).min() if waited.any() else g0.min(),
                 wait=np.median(part['cw'][waited]) / ghz if waited.any() else 0.0,
                 loop=np.median(part['cl'] - part['cw']) / ghz if gemv else 0.0,
@@ -58,7 +63,34 @@ def launches(recs, ghz):
     return out
 
 
-def main(paths):
+def detail(ls, name, ghz):
+    lo, hi = max(len(ls) // 10, 1), len(ls) * 9 // 10
+    start, wait, end = [], [], []
+    for i in range(lo, hi):
+        p, l = ls[i - 1], ls[i]
+        if l['name'] != name:
+            continue
+        r = l['recs']
+        g0 = r['g0'].astype(np.int64) - p['e1']
+        waited = r['cw'] > 0
+        start.append(g0[waited])
+        wait.append(g0[waited] + r['cw'][waited] / ghz)
+        end.append(r['g1'].astype(np.int64)[waited] - p['e1'])
+    if not start:
+        print('no launches of %s' % name)
+        return
+    start, wait, end = (np.concatenate(x) / 1e3 for x in (start, wait, end))
+    q = [10, 50, 90, 100]
+    print('%s, %d blocks that waited, us from the predecessor\'s end (quantiles %s):' % (name, len(start), q))
+    for label_, v in (('start', start), ('wait end', wait), ('end', end), ('duration', end - start)):
+        print('  %-9s ' % label_ + ' '.join('%8.2f' % x for x in np.percentile(v, q)))
+
+
+def main(args):
+    detail_of = None
+    if len(args) > 2 and args[0] == '--detail':
+        detail_of, args = args[1], args[2:]
+    paths = args
     recs = np.concatenate([np.fromfile(p, dtype=REC) for p in paths])
     dur = (recs['g1'] - recs['g0']).astype(np.float64)
     ghz = float(np.median(recs['ce'][dur > 2000] / dur[dur > 2000]))  # SM cycles per ns
@@ -82,6 +114,8 @@ def main(paths):
     tokens = len(rows.get('lm_head', []))
     if tokens:
         print('per token: %.1f us (%.1f tok/s) over %d tokens' % (total / tokens, 1e6 / (total / tokens), tokens))
+    if detail_of:
+        detail(ls, detail_of, ghz)
 
 
 if __name__ == '__main__':
