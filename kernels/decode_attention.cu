@@ -357,7 +357,8 @@ std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaS
                                     const DecodeAttentionSums* sums) {
   if (a.n <= 0 || a.n > kDecodeAttentionMaxTokens) return 0;
   if (sums && (!decode_attention_sums_supported(a) || !sums->o || !sums->l ||
-               reinterpret_cast<std::uintptr_t>(sums->o) % 16 != 0 || (!sums->clear_o) != (!sums->clear_l)))
+               reinterpret_cast<std::uintptr_t>(sums->o) % 16 != 0 || (!sums->clear_o) != (!sums->clear_l) ||
+               sums->splits < 0 || sums->splits > kDecodeAttentionMaxSumSplits))
     return 0;
   Scratch s;
   s.counters = static_cast<int*>(scratch);
@@ -368,6 +369,7 @@ std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaS
     s.sum_l = sums->l;
     s.clear_o = sums->clear_o;
     s.clear_l = sums->clear_l;
+    s.sum_splits = sums->splits;
   }
   RopeIn r;
   if (rope) {

@@ -82,7 +82,18 @@ struct DecodeAttentionSums {
   float* l = nullptr;        // [2][n, heads] fp32
   float* clear_o = nullptr;  // [2][n, heads, head_dim] or null: zeroed by the launch after its PDL wait
   float* clear_l = nullptr;  // [2][n, heads] or null: likewise
+  // Splits per (token, KV head) for launches of up to 4 tokens; 0: decode_attention_splits(). The
+  // sums need no merge, so any count from 1 to kDecodeAttentionMaxSumSplits works: more splits give
+  // longer contexts one 64-key round per block (kDecodeAttentionLongSplits, below), at the cost of
+  // the blocks that find no keys and return (docs/PERFORMANCE.md, session 43).
+  int splits = 0;
 };
+inline constexpr int kDecodeAttentionMaxSumSplits = 1024;
+// The decode step's splits with sums at long contexts: contexts up to 8,192 keys in one round per
+// block (64 splits give 4,097-8,192 keys two rounds, whose second round's loads wait on the first's
+// work). Measured with int4's long-context graphs in session 43: +0.6% decode @4096, +1.6% @8192;
+// bf16 -0.4% @0 (its one graph serves every length), so the engine uses it in long-context graphs only.
+inline constexpr int kDecodeAttentionLongSplits = 128;
 
 // True when a launch with these arguments can give sums: the tensor-core kernel (bf16 cache, the
 // process-wide switch below on) and a supported shape.

@@ -234,6 +234,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   for (int base = j0;;) {
     cp_async_wait<0>();
     __syncthreads();  // the round's tiles (and Q, the newest row) are complete for every warp
+    if (base == j0) KTRACE_LOOP();  // the first round's K/V and Q in shared memory
     if (warp < kWarps) {
 
     // S = Q K^T for this warp's 16 keys.
@@ -303,6 +304,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     load_round(base, -1);
   }
 
+  KTRACE_PROLOGUE();  // the rounds done
   if constexpr (kSums) {
     if (active > 1 && warp < G) {  // Q is intact (the tiles are reused below, not Q)
       float dot = 0.0f;
@@ -480,7 +482,9 @@ void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStr
   KTRACE_ARM("decode_attention");
   const dim3 grid(a.n, a.kv_heads, decode_attention_splits(a.n, a.kv_heads));
   if (s.sum_o) {
-    launch_pdl(decode_attention_mma_kernel<D, float, true>, grid, kThreads, 0, stream, a, r, s);
+    dim3 g = grid;
+    if (s.sum_splits > 0 && a.n <= 4) g.z = s.sum_splits;  // DecodeAttentionSums::splits
+    launch_pdl(decode_attention_mma_kernel<D, float, true>, g, kThreads, 0, stream, a, r, s);
     return;
   }
   switch (a.out_type) {

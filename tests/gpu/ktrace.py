@@ -25,6 +25,9 @@ A kernel marked * follows lm_head: its contrib includes sampling, the embedding 
 predecessor's last block's end (us): its start, its wait's end and its end as quantiles (10, 50,
 90, 100%) over the blocks of the middle 80% of the launches, and its duration; shows whether a
 long spread comes from blocks that start late (no room on the SMs) or from blocks that run long.
+Where the kernel marks its loop and prologue (the decode attention: its first round's K/V and Q in
+shared memory, its rounds done), also the phases in SM cycles converted to us: the wait's end to
+the loop mark, the loop mark to the prologue mark, the prologue mark to the end.
 """
 import sys
 
@@ -65,7 +68,7 @@ def launches(recs, ghz):
 
 def detail(ls, name, ghz):
     lo, hi = max(len(ls) // 10, 1), len(ls) * 9 // 10
-    start, wait, end = [], [], []
+    start, wait, end, phases = [], [], [], []
     for i in range(lo, hi):
         p, l = ls[i - 1], ls[i]
         if l['name'] != name:
@@ -76,6 +79,8 @@ def detail(ls, name, ghz):
         start.append(g0[waited])
         wait.append(g0[waited] + r['cw'][waited] / ghz)
         end.append(r['g1'].astype(np.int64)[waited] - p['e1'])
+        w = r[waited]
+        phases.append(np.stack([w['cl'] - w['cw'], w['cp'] - w['cl'], w['ce'] - w['cp']]) / ghz)
     if not start:
         print('no launches of %s' % name)
         return
@@ -84,6 +89,10 @@ def detail(ls, name, ghz):
     print('%s, %d blocks that waited, us from the predecessor\'s end (quantiles %s):' % (name, len(start), q))
     for label_, v in (('start', start), ('wait end', wait), ('end', end), ('duration', end - start)):
         print('  %-9s ' % label_ + ' '.join('%8.2f' % x for x in np.percentile(v, q)))
+    ph = np.concatenate(phases, axis=1) / 1e3
+    if (ph[0] > 0).all() and (ph[1] > 0).all():  # the kernel marks its loop and prologue (SM cycles)
+        for label_, v in (('to loop', ph[0]), ('loop->pro', ph[1]), ('pro->end', ph[2])):
+            print('  %-9s ' % label_ + ' '.join('%8.2f' % x for x in np.percentile(v, q)))
 
 
 def main(args):

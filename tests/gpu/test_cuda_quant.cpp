@@ -74,9 +74,10 @@ std::vector<TokenId> greedy(Backend& b, std::vector<TokenId> ids, int steps) {
   return ids;
 }
 
-std::unique_ptr<Backend> make(bool cuda, Precision p, const std::filesystem::path& dir, BackendOptions o = {}) {
+std::unique_ptr<Backend> make(bool cuda, Precision p, const std::filesystem::path& dir, BackendOptions o = {},
+                              int context_tokens = 2048) {
   o.precision = p;
-  o.context_tokens = 2048;
+  o.context_tokens = context_tokens;
   auto b = cuda ? create_cuda_backend(dir, o) : create_cpu_backend(dir, o);
   EXPECT_TRUE(b.ok()) << (b.ok() ? "" : b.error().message);
   return b.ok() ? std::move(*b) : nullptr;
@@ -392,42 +393,52 @@ TEST_F(CudaQuant7B, QualityAgainstBf16) {
   }
 }
 
-// int4 decode steps at 1,024 tokens of context or more replay graphs captured with o's wide kernel
-// (CudaBackend::kLongContext): teacher-forced one-token steps from 1,000 to 1,063 tokens, against
-// the prefill's logits of the same 1,064 tokens. The steps past the threshold must agree with the
-// prefill as closely as the ones before it (the same quantized weights, a different o kernel); a
-// wrong kernel, graph or buffer there gives errors of order 1 (COSMOS_QUANT_7B=1).
-TEST_F(CudaQuant7B, Int4DecodePastTheLongContextThresholdMatchesThePrefill) {
-  auto b = make(true, Precision::int4, dir, o);
+// Decode steps past a long-context threshold replay graphs of their own (CudaBackend::kLongContext
+// for int4: o's wide kernel and the attention's kernels::kDecodeAttentionLongSplits splits;
+// kLongSplitsContext for bf16: the splits only): teacher-forced one-token steps from `prompt`
+// tokens on, 64 of them across the threshold, against the prefill's logits of the same tokens. The
+// steps past it must agree with the prefill as closely as the ones before it (the same weights,
+// other kernels or splits); a wrong kernel, graph or buffer there gives errors of order 1
+// (COSMOS_QUANT_7B=1).
+void check_long_context_steps(const std::filesystem::path& dir, const BackendOptions& o, Precision p, int prompt, int threshold) {
+  constexpr int kLongSteps = 64;
+  auto b = make(true, p, dir, o, std::max(2048, prompt + kLongSteps));
   ASSERT_TRUE(b);
-  constexpr int kPrompt = 1000, kLongSteps = 64, kThreshold = 1024;
   std::vector<TokenId> seq;
-  for (int i = 0; i < kPrompt + kLongSteps; ++i) seq.push_back(static_cast<TokenId>((i * 7919 + 13) % 150000));
+  for (int i = 0; i < prompt + kLongSteps; ++i) seq.push_back(static_cast<TokenId>((i * 7919 + 13) % 150000));
   const ForwardOutput ref = score_logits(*b, seq);
-  ASSERT_EQ(ref.logits.size(), static_cast<std::size_t>(kPrompt + kLongSteps) * ref.vocab);
+  ASSERT_EQ(ref.logits.size(), static_cast<std::size_t>(prompt + kLongSteps) * ref.vocab);
 
   SequenceInput in;
   in.seq = b->kv_cache().create_sequence();
-  in.tokens.assign(seq.begin(), seq.begin() + kPrompt);
+  in.tokens.assign(seq.begin(), seq.begin() + prompt);
   testing::LogitStats before, after;
   ForwardOutput out;
   for (int s = 0; s < kLongSteps; ++s) {
     const auto st = b->forward(std::span<const SequenceInput>(&in, 1), out);
     ASSERT_TRUE(st.ok()) << st.error().message;
-    const int r = kPrompt - 1 + s;  // the position whose logits this pass returned; its context is r + 1
-    (r + 1 >= kThreshold ? after : before).add(ref.row(r), out.row(0));
-    in.tokens = {seq[kPrompt + s]};
+    const int r = prompt - 1 + s;  // the position whose logits this pass returned; its context is r + 1
+    (r + 1 >= threshold ? after : before).add(ref.row(r), out.row(0));
+    in.tokens = {seq[prompt + s]};
   }
   b->kv_cache().free_sequence(in.seq);
-  std::printf("[ measured ] random 7B, int4 one-token steps against the prefill: contexts < %d: max rel error %.3g, "
+  std::printf("[ measured ] random 7B, %s one-token steps against the prefill: contexts < %d: max rel error %.3g, "
               "KL mean %.3g, top-1 %d/%d; >= %d: %.3g, %.3g, %d/%d\n",
-              kThreshold, before.max_rel_err, before.kl_mean(), before.agree, before.positions, kThreshold,
-              after.max_rel_err, after.kl_mean(), after.agree, after.positions);
-  ASSERT_EQ(before.positions, kThreshold - kPrompt);
-  ASSERT_EQ(after.positions, kLongSteps - (kThreshold - kPrompt));
+              std::string(to_string(p)).c_str(), threshold, before.max_rel_err, before.kl_mean(), before.agree,
+              before.positions, threshold, after.max_rel_err, after.kl_mean(), after.agree, after.positions);
+  ASSERT_EQ(before.positions, threshold - prompt);
+  ASSERT_EQ(after.positions, kLongSteps - (threshold - prompt));
   EXPECT_LT(after.max_rel_err, 1.5 * before.max_rel_err + 1e-3);
   EXPECT_LT(after.kl_mean(), 1.5 * before.kl_mean() + 1e-4);
   EXPECT_GE(after.top1(), before.top1() - 0.1);
+}
+
+TEST_F(CudaQuant7B, Int4DecodePastTheLongContextThresholdMatchesThePrefill) {
+  check_long_context_steps(dir, o, Precision::int4, 1000, 1024);
+}
+
+TEST_F(CudaQuant7B, Bf16DecodePastTheLongSplitsThresholdMatchesThePrefill) {
+  check_long_context_steps(dir, o, Precision::bf16, 4073, 4097);
 }
 
 }  // namespace

@@ -252,8 +252,12 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const int max_ctx = plan.max_ctx;
   const int N = static_cast<int>(ids.size()), R = static_cast<int>(rows.size());
   const int n_seqs = static_cast<int>(batch.size());
-  // (int4 only: the other precisions run the same kernels at every length, one graph pair serves them)
-  const bool long_context = N == 1 && max_ctx >= kLongContext && precision_ == Precision::int4;
+  // Long-context graphs: int4 from kLongContext tokens (o's wide kernel, which divides the
+  // attention's sums); the fused MLP (bf16 / fp16, sums at every length) past kLongSplitsContext,
+  // where only the attention's splits differ (kernels::kDecodeAttentionLongSplits). int8 / fp8 run
+  // the same kernels at every length: one graph pair serves them.
+  const bool long_context = N == 1 && (precision_ == Precision::int4 ? max_ctx >= kLongContext
+                                                                      : fused_mlp_ && att_sums_ && max_ctx > kLongSplitsContext);
   std::size_t hist_total = 0;
   if (mode.on) {
     hist_off.push_back(0);

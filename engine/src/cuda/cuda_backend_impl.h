@@ -293,12 +293,17 @@ class CudaBackend final : public Backend {
   // Long: an int4 step of one sequence at kLongContext tokens of context or more, captured with
   // long_context_ (int4's o product then runs the kernel that leaves more of each SM to the
   // attention; kernels/gemv_quant.cu, narrow_kernel, has the measurements: slower below ~1,024
-  // tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192).
+  // tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192), or a bf16 / fp16 step past
+  // kLongSplitsContext; both launch the attention with kernels::kDecodeAttentionLongSplits splits.
   std::map<int, cudaGraphExec_t> graphs_;
   static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1, bool long_context = false) {
     return ((n_seqs * 64 + mode.key()) * 2 + slot) * 2 + (long_context ? 1 : 0);
   }
   static constexpr int kLongContext = 1024;
+  // bf16 / fp16 (fused MLP): long graphs past this context, where 64 splits of the attention would
+  // take two 64-key rounds each (below it the long graphs' extra splits would only add empty blocks:
+  // bf16 -0.4% @0, docs/PERFORMANCE.md session 43).
+  static constexpr int kLongSplitsContext = 4096;
   bool long_context_ = false;  // the pass being enqueued or captured is long (linear() passes it on)
   // Waits for every stream of the backend (before buffers they may use are freed).
   void sync_streams();

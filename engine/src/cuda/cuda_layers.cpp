@@ -336,6 +336,9 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       ds.l = ds.o + 2 * static_cast<std::size_t>(Q);
       ds.clear_o = att_sums_ + (li + n_layers - 1) % n_layers * att_sums_stride_;
       ds.clear_l = ds.clear_o + 2 * static_cast<std::size_t>(Q);
+      // Long-context graphs: one 64-key round per block up to 8,192 keys (short graphs keep 64
+      // splits: the extra blocks, empty there, cost bf16 0.4% @0; docs/PERFORMANCE.md session 43).
+      if (long_context_) ds.splits = kernels::kDecodeAttentionLongSplits;
     }
     // Attention block (one token: the norm runs inside the q/k/v product).
     if (N == 1) {
