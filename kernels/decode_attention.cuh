@@ -91,8 +91,10 @@ struct DecodeAttentionSums {
 inline constexpr int kDecodeAttentionMaxSumSplits = 1024;
 // The decode step's splits with sums at long contexts: contexts up to 8,192 keys in one round per
 // block (64 splits give 4,097-8,192 keys two rounds, whose second round's loads wait on the first's
-// work). Measured with int4's long-context graphs in session 43: +0.6% decode @4096, +1.6% @8192;
-// bf16 -0.4% @0 (its one graph serves every length), so the engine uses it in long-context graphs only.
+// work). Session 43 (engine A/Bs, means of 2-3 rounds): int4 decode +0.6-1.7% @4096, +1.6-1.8%
+// @8192; bf16 +0.7% @4096 and @8192, but -0.4% @0, where the extra blocks find no keys and return,
+// so the engine launches it in long-context graphs only. 256 splits: -4.6% int4 @8192 (520 blocks,
+// more than stay resident beside the q/k/v product).
 inline constexpr int kDecodeAttentionLongSplits = 128;
 
 // True when a launch with these arguments can give sums: the tensor-core kernel (bf16 cache, the
