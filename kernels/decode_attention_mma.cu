@@ -330,6 +330,12 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   }
   __syncthreads();  // s_m, s_l complete; every warp is done with the tiles
   float* so = reinterpret_cast<float*>(smem);  // [warp][16][D] fp32, over the K and V tiles
+  // Element (row, col) of so, columns XOR-swizzled by row (bits 3-5, so float2 and float4 stay
+  // contiguous): the mma warps' stores (lanes g = 0..7 on rows D floats apart, the same bank
+  // unswizzled: 8-way conflicts) spread over 4 banks x 2 halves; a row's readers still cover all 32.
+  // int4 decode @0 735.7 -> 739.8 tok/s, @4096 620.5 -> 627.0, @8192 596.3 -> 604.6; bf16 @4096
+  // 268.2 -> 269.9 (docs/PERFORMANCE.md, session 43).
+  auto so_at = [](int row, int col) { return row * D + (col ^ ((row & 7) << 3)); };
 #pragma unroll
   for (int i = 0; i < 2 && warp < kWarps; ++i) {
     const int r = g + 8 * i;
@@ -349,8 +355,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     }
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
-      so[(warp * 16 + r) * D + dt * 8 + 2 * tq] = o[dt][2 * i] * f;
-      so[(warp * 16 + r) * D + dt * 8 + 2 * tq + 1] = o[dt][2 * i + 1] * f;
+      *reinterpret_cast<float2*>(so + so_at(warp * 16 + r, dt * 8 + 2 * tq)) =
+          make_float2(o[dt][2 * i] * f, o[dt][2 * i + 1] * f);
     }
   }
   __syncthreads();
@@ -366,7 +372,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       float4 O = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
-        const float4 v = *reinterpret_cast<const float4*>(so + (w * 16 + r) * D + d);
+        const float4 v = *reinterpret_cast<const float4*>(so + so_at(w * 16 + r, d));
         O = make_float4(O.x + v.x, O.y + v.y, O.z + v.z, O.w + v.w);
       }
       float L = 0.0f;
@@ -410,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
         if (s_m[w][r] != -INFINITY) L += s_l[w][r] * fast_exp2((s_m[w][r] - M) * scale_log2);
-        O += so[(w * 16 + r) * D + d];
+        O += so[so_at(w * 16 + r, d)];
       }
       if (active == 1) {
         store_elem(static_cast<Out*>(a.out) + (head0 + r) * D, d, O / L);
