@@ -304,13 +304,30 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
           // within 2 ulp, exact for powers of two), not the IEEE one (__frcp_rn, a multi-instruction
           // sequence with a slow-path branch in the staging's chain): int4 decode +0.9% at 4,096 tokens
           // of context, +1.0% at 8,192 (docs/PERFORMANCE.md, session 42).
+          //
+          // The divisors come into shared memory by one warp's coalesced loads, then a block barrier:
+          // when every warp read its own groups' d0, d1 (broadcast loads, 8 per warp), all 224 blocks'
+          // warps sent ~14,000 requests to the same two L2 lines, and o's staging loop took 4.3-4.5
+          // us at 4,096 tokens of context against 2.0 with x read and no divisors (kernel timestamps,
+          // docs/PERFORMANCE.md session 44); now 2.5 us, and int4 decode @4096 628.6 -> 652.4 tok/s,
+          // @8192 607.6 -> 626.7 (engine A/B, means of 3 rounds). The x loads above are in flight
+          // across the barrier. Every thread runs this loop exactly once (the static_assert), so the
+          // barrier is uniform.
           if (p.xdiv) {
+            static_assert(kFixedCols / 4 >= kNT && kFixedCols / 4 <= kB * kNT, "kWide: one staging batch per thread");
+            constexpr int kDivs = 2 * ((kFixedCols + kQuantGroup - 1) / kQuantGroup);
+            __shared__ float sdiv[kDivs];  // [2][groups]: d0 of every group, then d1
+            if (warp == 0) {
+#pragma unroll
+              for (int i = lane; i < kDivs; i += 32) sdiv[i] = __ldcg(p.xdiv + i);
+            }
+            __syncthreads();
             float d0[kB], d1[kB];
 #pragma unroll
             for (int b = 0; b < kB; ++b) {
               const int g = (f0 + b * kNT) >> 5;
-              d0[b] = ok[b] ? __ldcg(p.xdiv + g) : 1.0f;
-              d1[b] = ok[b] ? __ldcg(p.xdiv + groups + g) : 0.0f;
+              d0[b] = ok[b] ? sdiv[g] : 1.0f;
+              d1[b] = ok[b] ? sdiv[groups + g] : 0.0f;
             }
 #pragma unroll
             for (int b = 0; b < kB; ++b) {
