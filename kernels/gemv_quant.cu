@@ -204,6 +204,7 @@ struct Plan {
   int blocks = 0;
   int items = 0;
   int warps = kWarps;  // per block
+  bool sums = false;   // int8 / fp8: this shape has a kSums kernel (taken when args.x_div is set)
 };
 
 template <typename F>
@@ -363,6 +364,16 @@ Plan plan_fmt(const QGemvArgs& a) {
   } else {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
   }
+  // int8 / fp8 o taking the decode attention's sums (QGemvArgs::x_div, long-context graphs): the
+  // automatic o shape (x staged, 1 row per item, 4 loads, no pipelined refill) built with kSums
+  // (kernels/gemv_quant_sums.cuh); any other shape refuses sums. With the attention's 128 splits
+  // past 4,096 tokens: int8 decode @4096 428.5 -> 435.6 tok/s, @8192 417.5 -> 424.5; fp8 432.6 ->
+  // 442.2 and 417.7 -> 428.6 (session 44's engine A/B, means of 3 / 2 rounds; docs/PERFORMANCE.md).
+  if constexpr (!F::kGroups) {
+    pl.sums = vec && stage == kXSmem && !norm && !a.swiglu && !q8n && rows == 1 && loads == 4 && !pipe &&
+              a.cols % 128 == 0 && a.cols / 128 <= gemv_quant_sums::kMaxGroups;
+    if (pl.sums && a.x_div) pl.kernel = gemv_q_vec<F, false, false, kXSmem, 1, 4, false, kWarps, 0, false, true>;
+  }
   // The integer kernels (kDp) stage x as 16-bit fixed point and keep a scale per group after the sums.
   const bool dp = (narrow && norm) || w16;
   std::size_t x_staged_used = x_staged;
@@ -406,7 +417,8 @@ template <typename F>
 std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
   KTRACE_ARM("gemv_quant");
   const Plan pl = plan_fmt<F>(a);
-  if (a.x_div && (!std::is_same_v<F, I4> || pl.knobs.wide != 1)) return 0;  // only o's long-context kernel divides sums
+  // only int4 o's long-context kernel and the 8-bit kSums kernel divide sums
+  if (a.x_div && (std::is_same_v<F, I4> ? pl.knobs.wide != 1 : !pl.sums)) return 0;
   if (pl.knobs.mma != 0) return launch_gemv_q4_mma(a, pl.knobs.mma, pl.knobs.mma_tile_warps, stream);
   QParams p = params_of(a);
   p.items = pl.items;
@@ -430,8 +442,13 @@ QGemvTuning gemv_quant_plan(const QGemvArgs& a) {
 }
 
 bool gemv_quant_takes_sums(const QGemvArgs& a) {
-  return a.w.kind == QuantKind::int4_group && a.rows > 0 && a.cols > 0 && !a.swiglu && !a.norm_weight &&
-         plan_fmt<I4>(a).knobs.wide == 1;
+  if (a.rows <= 0 || a.cols <= 0 || a.swiglu || a.norm_weight) return false;
+  switch (a.w.kind) {
+    case QuantKind::int8_row: return plan_fmt<I8>(a).sums;
+    case QuantKind::fp8_row: return plan_fmt<F8>(a).sums;
+    case QuantKind::int4_group: return plan_fmt<I4>(a).knobs.wide == 1;
+  }
+  return false;
 }
 
 std::size_t launch_gemv_quant(const QGemvArgs& a, cudaStream_t stream) {

@@ -35,8 +35,9 @@ struct QGemvArgs {
   // Or null. Set: x is the decode attention's output as sums ([2][cols] fp32, buckets 0 and 1 of
   // kernels/decode_attention.cuh's DecodeAttentionSums) and x_div their divisors ([2][cols / 128]),
   // so the attention leaves its split merge to this product, which divides per head of 128 columns
-  // as it stages x. Only int4 o-shaped products on the long-context kernel take it
-  // (gemv_quant_takes_sums); launch_gemv_quant launches nothing and returns 0 for any other.
+  // as it stages x. Only o-shaped products take it: int4 on the long-context kernel, int8 / fp8 on
+  // their automatic shape (gemv_quant_takes_sums); launch_gemv_quant launches nothing and returns 0
+  // for any other.
   const float* x_div = nullptr;
 };
 
@@ -45,9 +46,10 @@ struct QGemvArgs {
 // works; the fast path needs full-width aligned rows (see gemv_quant.cu).
 std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
 
-// Whether launch_gemv_quant takes args.x_div for this product (int4, rows of 3,584 columns, no
-// norm, no SwiGLU, the long-context kernel: QGemvArgs::long_context or the wide knob) on the current
-// device under the current tuning.
+// Whether launch_gemv_quant takes args.x_div for this product on the current device under the
+// current tuning: no norm, no SwiGLU; int4: rows of 3,584 columns on the long-context kernel
+// (QGemvArgs::long_context or the wide knob); int8 / fp8: columns a multiple of 128 (at most 8,192)
+// on the automatic shape of an o product (x staged, one row per item, 4 loads).
 bool gemv_quant_takes_sums(const QGemvArgs& args);
 
 // Launch knobs, for the benchmark and tests only (process-wide, not synchronized with concurrent

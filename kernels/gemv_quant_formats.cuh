@@ -31,7 +31,7 @@ struct QParams {
   int row_bytes;  // bytes of q per row
   int groups;     // int4 groups per row
   int l2_next;    // vector path: prefetch the next item's rows into L2
-  const float* xdiv;  // o's wide kernel: x holds the decode attention's sums, these their divisors (QGemvArgs::x_div)
+  const float* xdiv;  // int4 o's wide kernel, 8-bit kSums: x holds the decode attention's sums, these their divisors (QGemvArgs::x_div)
 };
 
 // The fields every kernel shares, from the launch arguments (items, l2_next: the caller's).

@@ -5,6 +5,8 @@
 // helpers are in scope.
 #pragma once
 
+#include "kernels/gemv_quant_sums.cuh"  // the kSums instantiations
+
 // Four warp sums in one butterfly, 6 shuffles on one dependent chain of 5 instead of 4 chains of 5:
 // lane l gets the sum over the warp of v[(l >> 3) & 3]. For the int4 prologue's group sums of the
 // down projection's 74 KB x, 4 groups per batch: one after another, their shuffles were ~8% of the
@@ -40,12 +42,14 @@ constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(siz
 __host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
 
 // kWide: built for 2 blocks per SM (128 registers) whatever the weights take, x staged in batches of 4
-// (int4 o at a long context, see narrow_kernel in gemv_quant.cu).
+// (int4 o at a long context, see narrow_kernel in gemv_quant.cu). kSums: int8 / fp8 with x as the
+// decode attention's sums, divided after the staging (kernels/gemv_quant_sums.cuh).
 template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe, int kBW = kWarps, int kFixedCols = 0,
-          bool kWide = false>
+          bool kWide = false, bool kSums = false>
 __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR, kU> * kWarps / kBW) gemv_q_vec(const QParams p) {
   constexpr int kNW = kBW, kNT = kBW * 32;  // warps and threads of this kernel's blocks
   constexpr bool kSt = kStage != kXL1;
+  static_assert(!kSums || (!F::kGroups && kSt && !kNorm && !kSwiglu), "kSums: 8-bit, x staged, no norm, no SwiGLU");
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
   // Staged planes: kP of float4s, or with kDp (x as 16-bit fixed point) kWords of uint4s.
   constexpr int kPl = F::kDp ? F::kWords : kP;
@@ -269,6 +273,9 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
   [[maybe_unused]] float inv = 1.0f;
   [[maybe_unused]] __shared__ float xpart[F::kOffset ? kNW : 1];  // kOffset: the warps' sums of x
   [[maybe_unused]] float xs = 0.0f;                                  // kOffset: this thread's
+  // kSums: the divisors [2][groups] and the groups' sums of x (gemv_quant_sums.cuh)
+  constexpr int kSG = kSums ? gemv_quant_sums::kMaxGroups : 1;
+  [[maybe_unused]] __shared__ float s_div[2 * kSG], s_gx[kSG];
   // int4: a batch in phases, each over its kB float4s: the loads, then the arithmetic (the norm
   // weight of the first batch is in registers, loaded before the wait), the group maxima's shuffles
   // interleaved, then the stores. No branch around a float4's work (a float4 past the end is zeros
@@ -413,7 +420,10 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
     } else {
       // 8-bit: the float4s one after another (in the big staging ptxas unrolls this loop to 3
       // batches, 12 loads in flight; the int4 form above made the int8 down projection 19.5 -> 27.4
-      // us alone).
+      // us alone). kSums: s0 staged as it is, and the divisors for divide_staged.
+      if constexpr (kSums) {
+        if (warp == 0) gemv_quant_sums::load_sum_divisors(p.xdiv, n4 >> 5, lane, s_div);
+      }
       for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kNT) {
         float4 v[kB];
 #pragma unroll
@@ -430,9 +440,13 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
               ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
               x = gmul4(x, __ldg(g4 + f));
             }
-            if constexpr (F::kOffset) xs += ((x.x + x.y) + x.z) + x.w;
-            if constexpr (kSt && F::kPrescale) stage_at(f) = F::prescale(x, false);
-            else if constexpr (kSt) stage_at(f) = x;
+            if constexpr (kSums) {
+              stage_at(f) = x;
+            } else {
+              if constexpr (F::kOffset) xs += ((x.x + x.y) + x.z) + x.w;
+              if constexpr (kSt && F::kPrescale) stage_at(f) = F::prescale(x, false);
+              else if constexpr (kSt) stage_at(f) = x;
+            }
           }
         }
       }
@@ -448,6 +462,15 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
   // kOffset: -128 sum(x) (x times the norm weight), the sums' offset, in every lane of every warp.
   [[maybe_unused]] float xoff = 0.0f;
   if constexpr (F::kOffset) xoff = -128.0f * warp_sum(lane < kNW ? xpart[lane] : 0.0f);
+  if constexpr (kSums) {
+    gemv_quant_sums::divide_staged<F, kNT>(stage_at, x4, n4, s_div, n4 >> 5, s_gx);
+    __syncthreads();
+    if constexpr (F::kOffset) {
+      float sx = 0.0f;
+      for (int g = lane; g < (n4 >> 5); g += 32) sx += s_gx[g];
+      xoff = -128.0f * warp_sum(sx);
+    }
+  }
   KTRACE_PROLOGUE();
 
   // x values for word j of vector i (F::kXW float4s).

@@ -395,7 +395,8 @@ TEST_F(CudaQuant7B, QualityAgainstBf16) {
 
 // Decode steps past a long-context threshold replay graphs of their own (CudaBackend::kLongContext
 // for int4: o's wide kernel and the attention's kernels::kDecodeAttentionLongSplits splits;
-// kLongSplitsContext for bf16: the splits only): teacher-forced one-token steps from `prompt`
+// kLongSplitsContext for bf16: the splits only; for int8 / fp8: the splits, the attention's sums and
+// the o kernel that divides them): teacher-forced one-token steps from `prompt`
 // tokens on, 64 of them across the threshold, against the prefill's logits of the same tokens. The
 // steps past it must agree with the prefill as closely as the ones before it (the same weights,
 // other kernels or splits); a wrong kernel, graph or buffer there gives errors of order 1
@@ -430,7 +431,14 @@ void check_long_context_steps(const std::filesystem::path& dir, const BackendOpt
   ASSERT_EQ(after.positions, kLongSteps - (threshold - prompt));
   EXPECT_LT(after.max_rel_err, 1.5 * before.max_rel_err + 1e-3);
   EXPECT_LT(after.kl_mean(), 1.5 * before.kl_mean() + 1e-4);
-  EXPECT_GE(after.top1(), before.top1() - 0.1);
+  // Top-1 agreement over 24-40 positions is a noisy rate where decode and prefill differ more (fp8:
+  // bf16 activations in decode, E4M3 in prefill, KL ~5e-3; measured 22/24 before and 31/40 after
+  // the threshold with the same KL, session 44): allowed to fall by 0.1 or by three standard
+  // deviations of the difference of two binomial rates, whichever is more. A wrong kernel gives
+  // errors of order 1 in the two bounds above.
+  const double p1 = before.top1();
+  const double spread = 3.0 * std::sqrt(p1 * (1.0 - p1) * (1.0 / before.positions + 1.0 / after.positions));
+  EXPECT_GE(after.top1(), p1 - std::max(0.1, spread));
 }
 
 TEST_F(CudaQuant7B, Int4DecodePastTheLongContextThresholdMatchesThePrefill) {
@@ -439,6 +447,14 @@ TEST_F(CudaQuant7B, Int4DecodePastTheLongContextThresholdMatchesThePrefill) {
 
 TEST_F(CudaQuant7B, Bf16DecodePastTheLongSplitsThresholdMatchesThePrefill) {
   check_long_context_steps(dir, o, Precision::bf16, 4073, 4097);
+}
+
+TEST_F(CudaQuant7B, Int8DecodePastTheLongSplitsThresholdMatchesThePrefill) {
+  check_long_context_steps(dir, o, Precision::int8, 4073, 4097);
+}
+
+TEST_F(CudaQuant7B, Fp8DecodePastTheLongSplitsThresholdMatchesThePrefill) {
+  check_long_context_steps(dir, o, Precision::fp8, 4073, 4097);
 }
 
 }  // namespace

@@ -1,14 +1,17 @@
-// int4's o product taking the decode attention's output as sums (QGemvArgs::x_div; the sums'
-// format: kernels/decode_attention.cuh, DecodeAttentionSums): x = s0 / d0 per head of 128 columns
-// when d1 == 0, else (s0 2^-120 + s1) / (d0 2^-120 + d1). Each case compares the launch on sums with
-// the same launch on the plain x those sums stand for, on the 7B o shape (3,584 x 3,584, residual
-// aliasing y) at a long context (the only kernel that takes sums).
-//   - Power-of-two divisors make the division exact: x from the sums is x bit for bit, so y must
-//     equal the plain launch's bit for bit. A wrong head, bucket or divisor changes x by far more.
+// The o product taking the decode attention's output as sums (QGemvArgs::x_div; the sums' format:
+// kernels/decode_attention.cuh, DecodeAttentionSums): x = s0 / d0 per head of 128 columns when
+// d1 == 0, else (s0 2^-120 + s1) / (d0 2^-120 + d1). Each case compares the launch on sums with the
+// same launch on the plain x those sums stand for, on the 7B o shape (3,584 x 3,584, residual
+// aliasing y): int4 at a long context (the only int4 kernel that takes sums), int8 and fp8 on their
+// o shape (kernels/gemv_quant_sums.cuh).
+//   - Power-of-two divisors make the division exact: x from the sums is x bit for bit, so int4's and
+//     fp8's y must equal the plain launch's bit for bit. int8's may differ in its last bits: its
+//     offset term (-128 sum(x)) is summed per head from the sums, in another order. A wrong head,
+//     bucket or divisor changes x by far more.
 //   - Random divisors: x from the sums differs from x by the division's rounding (a few u), so y
 //     must match within a relative L2 error of 1e-5 (about 2^-17).
-// Data rows: which heads have a share in bucket 1 (none, some, all) and whether the divisors are
-// powers of two. A launch that cannot take sums (not at a long context) must enqueue nothing.
+// Data rows: the format, which heads have a share in bucket 1 (none, some, all) and whether the
+// divisors are powers of two. A launch that cannot take sums must enqueue nothing.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +36,7 @@ constexpr int kCols = 3584, kRows = 3584, kHead = 128, kHeads = kCols / kHead;
 
 struct SumsCase {
   const char* name;
+  QuantFormat fmt;
   int mixed_every;  // heads h with h % mixed_every == 1 have a share in bucket 1 (0: none; 1: all)
   bool pow2;        // divisors powers of two (exact division)
 };
@@ -73,8 +77,9 @@ std::vector<float> run_o(const DevQuant& dw, const float* x, const float* div, c
 
 TEST_P(GpuGemvQuantSums, MatchesThePlainInput) {
   const SumsCase& c = GetParam();
-  Rng rng(20261204u + static_cast<std::uint64_t>(c.mixed_every) * 31u + (c.pow2 ? 7u : 0u));
-  const HostQuant hq(QuantFormat::int4_group, kRows, kCols, rng);
+  Rng rng(20261204u + static_cast<std::uint64_t>(c.mixed_every) * 31u + (c.pow2 ? 7u : 0u) +
+          static_cast<std::uint64_t>(c.fmt) * 1009u);
+  const HostQuant hq(c.fmt, kRows, kCols, rng);
   std::vector<float> x(kCols), residual(kRows);
   for (auto& v : x) v = 2.0f * rng.next();
   for (auto& v : residual) v = rng.next();
@@ -144,7 +149,7 @@ TEST_P(GpuGemvQuantSums, MatchesThePlainInput) {
     const double rel = std::sqrt(num / den);
     std::printf("[ measured ] o from sums (%s): %d of %d outputs differ from the plain input's, relative L2 %.3g\n",
                 c.name, differ, kRows, rel);
-    if (c.pow2) {
+    if (c.pow2 && c.fmt != QuantFormat::int8_row) {
       EXPECT_EQ(differ, 0);
     }
     EXPECT_LT(rel, 1e-5);
@@ -152,13 +157,27 @@ TEST_P(GpuGemvQuantSums, MatchesThePlainInput) {
   kernels::set_pdl_enabled(false);
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, GpuGemvQuantSums,
-                         ::testing::Values(SumsCase{"bucket0_pow2", 0, true}, SumsCase{"some_mixed_pow2", 3, true},
-                                           SumsCase{"all_mixed_pow2", 1, true}, SumsCase{"bucket0_random", 0, false},
-                                           SumsCase{"some_mixed_random", 3, false}),
-                         sums_case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Rows, GpuGemvQuantSums,
+    ::testing::Values(SumsCase{"int4_bucket0_pow2", QuantFormat::int4_group, 0, true},
+                      SumsCase{"int4_some_mixed_pow2", QuantFormat::int4_group, 3, true},
+                      SumsCase{"int4_all_mixed_pow2", QuantFormat::int4_group, 1, true},
+                      SumsCase{"int4_bucket0_random", QuantFormat::int4_group, 0, false},
+                      SumsCase{"int4_some_mixed_random", QuantFormat::int4_group, 3, false},
+                      SumsCase{"int8_bucket0_pow2", QuantFormat::int8_row, 0, true},
+                      SumsCase{"int8_some_mixed_pow2", QuantFormat::int8_row, 3, true},
+                      SumsCase{"int8_all_mixed_pow2", QuantFormat::int8_row, 1, true},
+                      SumsCase{"int8_bucket0_random", QuantFormat::int8_row, 0, false},
+                      SumsCase{"int8_some_mixed_random", QuantFormat::int8_row, 3, false},
+                      SumsCase{"fp8_bucket0_pow2", QuantFormat::fp8_row, 0, true},
+                      SumsCase{"fp8_some_mixed_pow2", QuantFormat::fp8_row, 3, true},
+                      SumsCase{"fp8_all_mixed_pow2", QuantFormat::fp8_row, 1, true},
+                      SumsCase{"fp8_bucket0_random", QuantFormat::fp8_row, 0, false},
+                      SumsCase{"fp8_some_mixed_random", QuantFormat::fp8_row, 3, false}),
+    sums_case_name);
 
-// Only the long-context o kernel divides sums: elsewhere launch_gemv_quant enqueues nothing.
+// int4: only the long-context o kernel divides sums; int8: not a row of whole heads of 128 columns.
+// Elsewhere launch_gemv_quant enqueues nothing.
 TEST(GpuGemvQuantSumsArgs, OtherKernelsRefuseSums) {
   const auto q = kernels::query_gpus();
   if (q.gpus.empty()) GTEST_SKIP() << q.why_none;
@@ -181,6 +200,37 @@ TEST(GpuGemvQuantSumsArgs, OtherKernelsRefuseSums) {
   const std::vector<float> y = run_o(dw, dx.ptr, ddiv.ptr, residual, false, &bytes);
   EXPECT_EQ(bytes, 0u);
   for (int r = 0; r < kRows; ++r) ASSERT_EQ(y[r], 0.5f) << "row " << r << " written";
+
+  // int8 with 3,600 columns (16-byte vectors, but heads of 128 columns do not divide the row)
+  constexpr int kOdd = kCols + 16;
+  const HostQuant h8(QuantFormat::int8_row, kRows, kOdd, rng);
+  DevQuant dw8;
+  dw8.upload(h8.m);
+  DevBuf<float> dx8, dy8;
+  dx8.alloc(2 * kOdd);
+  dx8.upload(std::vector<float>(2 * kOdd, 1.0f));
+  dy8.alloc(kRows);
+  dy8.upload(residual);
+  kernels::QGemvArgs a8;
+  a8.w = dw8.mat;
+  a8.rows = kRows;
+  a8.cols = kOdd;
+  EXPECT_FALSE(kernels::gemv_quant_takes_sums(a8));
+  a8.x = dx8.ptr;
+  a8.x_div = ddiv.ptr;
+  a8.residual = dy8.ptr;
+  a8.y = dy8.ptr;
+  EXPECT_EQ(kernels::launch_gemv_quant(a8, nullptr), 0u);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> y8 = dy8.download(kRows);
+  for (int r = 0; r < kRows; ++r) ASSERT_EQ(y8[r], 0.5f) << "int8 row " << r << " written";
+  // and the int8 o shape takes them
+  const HostQuant h8o(QuantFormat::int8_row, kRows, kCols, rng);
+  DevQuant dw8o;
+  dw8o.upload(h8o.m);
+  a8.w = dw8o.mat;
+  a8.cols = kCols;
+  EXPECT_TRUE(kernels::gemv_quant_takes_sums(a8));
 }
 
 }  // namespace

@@ -254,10 +254,12 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const int n_seqs = static_cast<int>(batch.size());
   // Long-context graphs: int4 from kLongContext tokens (o's wide kernel, which divides the
   // attention's sums); the fused MLP (bf16 / fp16, sums at every length) past kLongSplitsContext,
-  // where only the attention's splits differ (kernels::kDecodeAttentionLongSplits). int8 / fp8 run
-  // the same kernels at every length: one graph pair serves them.
+  // where only the attention's splits differ (kernels::kDecodeAttentionLongSplits); int8 / fp8 past
+  // kLongSplitsContext too, where their o product divides the sums (below it the attention merges
+  // its own 64 splits, one round each).
   const bool long_context = N == 1 && (precision_ == Precision::int4 ? max_ctx >= kLongContext
-                                                                      : fused_mlp_ && att_sums_ && max_ctx > kLongSplitsContext);
+                                                                      : (fused_mlp_ || quant_att_sums_) && att_sums_ &&
+                                                                            max_ctx > kLongSplitsContext);
   std::size_t hist_total = 0;
   if (mode.on) {
     hist_off.push_back(0);

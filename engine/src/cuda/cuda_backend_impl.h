@@ -183,7 +183,7 @@ class CudaBackend final : public Backend {
   // One token with fused_mlp_: o (+ residual into x_, a copy into xm_), then the fused MLP into x_.
   // sums: the attention's output as sums (att_sums_, the layer's set), else null: att_.
   Status o_and_fused_mlp(const CudaLayer& L, const float* sums);
-  // One int4 token at a long context with int4_att_sums_: x_ += W_o x, x the attention's sums ds.
+  // One quantized token at a long context with quant_att_sums_: x_ += W_o x, x the attention's sums ds.
   Status o_from_sums(const CudaLayer& L, const kernels::DecodeAttentionSums& ds);
   // Whether the fused decode MLP runs (and the down weights are stored transposed), and the
   // transpose scratch it needs while loading (released at the end of load()).
@@ -293,14 +293,15 @@ class CudaBackend final : public Backend {
   // Long: an int4 step of one sequence at kLongContext tokens of context or more, captured with
   // long_context_ (int4's o product then runs the kernel that leaves more of each SM to the
   // attention; kernels/gemv_quant.cu, narrow_kernel, has the measurements: slower below ~1,024
-  // tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192), or a bf16 / fp16 step past
-  // kLongSplitsContext; both launch the attention with kernels::kDecodeAttentionLongSplits splits.
+  // tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192), or a bf16 / fp16 / int8 / fp8
+  // step past kLongSplitsContext (int8 / fp8 with their o product dividing the attention's sums);
+  // all launch the attention with kernels::kDecodeAttentionLongSplits splits.
   std::map<int, cudaGraphExec_t> graphs_;
   static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1, bool long_context = false) {
     return ((n_seqs * 64 + mode.key()) * 2 + slot) * 2 + (long_context ? 1 : 0);
   }
   static constexpr int kLongContext = 1024;
-  // bf16 / fp16 (fused MLP): long graphs past this context, where 64 splits of the attention would
+  // bf16 / fp16 (fused MLP), int8 / fp8: long graphs past this context, where 64 splits of the attention would
   // take two 64-key rounds each (below it the long graphs' extra splits would only add empty blocks:
   // bf16 -0.4% @0, docs/PERFORMANCE.md session 43).
   static constexpr int kLongSplitsContext = 4096;
@@ -329,10 +330,11 @@ class CudaBackend final : public Backend {
   // it stages x: [layers][att_sums_stride_] fp32 = o [2][heads, head_dim], l [2][heads] (stride a
   // multiple of 4: 16-byte aligned). Null: the attention merges its splits itself
   // (COSMOS_ATT_SUMS=0, no fused MLP, ...).
-  // int4 (no fused MLP): the sums serve the steps captured with long_context_ only, whose o product
-  // runs the kernel that divides them (kernels/gemv_quant.cuh, QGemvArgs::x_div).
+  // int4 / int8 / fp8 (no fused MLP; quant_att_sums_): the sums serve the steps captured with
+  // long_context_ only, whose o product runs a kernel that divides them (kernels/gemv_quant.cuh,
+  // QGemvArgs::x_div).
   float* att_sums_ = nullptr;
-  bool int4_att_sums_ = false;
+  bool quant_att_sums_ = false;
   std::size_t att_sums_stride_ = 0;
   std::uint64_t att_sums_bytes_ = 0;
   // The prefill attention kernel (choose_prefill_attention): on sm_90 the warp-specialized TMA one

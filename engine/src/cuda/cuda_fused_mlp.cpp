@@ -66,7 +66,7 @@ Status CudaBackend::o_from_sums(const CudaLayer& L, const kernels::DecodeAttenti
   o.cols = c.q_dim();
   o.long_context = long_context_;
   if (kernels::launch_gemv_quant(o, stream_) == 0)
-    return fail(make_error(ErrorCategory::internal, "backend.cuda", "the int4 o product refused the attention's sums"));
+    return fail(make_error(ErrorCategory::internal, "backend.cuda", "the quantized o product refused the attention's sums"));
   CUDA_TRY(cudaGetLastError());
   return ok_status();
 }
@@ -121,23 +121,23 @@ Status CudaBackend::choose_att_sums() {
   att_sums_ = nullptr;
   att_sums_stride_ = 0;
   att_sums_bytes_ = 0;
-  int4_att_sums_ = false;
-  // The sums are divided by the fused path's o product, or int4's long-context o kernel (steps of
-  // kLongContext tokens or more; int4 decode level at 2,048 tokens, +0.6% at 4,096, +1.0% at 8,192:
-  // docs/PERFORMANCE.md, session 41);
-  // each layer's attention zeroes the previous layer's pair, which needs two layers or more.
-  // (int8 / fp8 o products taking them measured 2-4% slower at short context in session 32.)
+  quant_att_sums_ = false;
+  // The sums are divided by the fused path's o product, or by the quantized o products in the
+  // long-context graphs: int4's wide kernel (kLongContext tokens or more; int4 decode level at 2,048
+  // tokens, +0.6% at 4,096, +1.0% at 8,192: docs/PERFORMANCE.md, session 41), int8 / fp8's kSums
+  // kernel (past kLongSplitsContext, session 44; an 8-bit o taking sums measured 2-4% slower at
+  // short context in session 32).
+  // Each layer's attention zeroes the previous layer's pair, which needs two layers or more.
   if (!decode_scratch_ || layers_.size() < 2) return ok_status();
   const ModelConfig& c = config_;
-  const bool int4 = !fused_mlp_;  // set below when the sums are allocated
-  if (int4) {
-    kernels::QGemvArgs o;  // the long-context o product of int4 (x and y are not read here)
+  const bool quant = !fused_mlp_;  // set below when the sums are allocated
+  if (quant) {
+    kernels::QGemvArgs o;  // the long-context o product (x and y are not read here)
     o.w = layers_[0].o.qm;
     o.rows = c.hidden_size;
     o.cols = c.q_dim();
     o.long_context = true;
-    if (precision_ != Precision::int4 || !layers_[0].o.quantized || c.head_dim != 128 ||
-        !kernels::gemv_quant_takes_sums(o))
+    if (!quant_ || !layers_[0].o.quantized || c.head_dim != 128 || !kernels::gemv_quant_takes_sums(o))
       return ok_status();
   }
   kernels::AttentionArgs probe;
@@ -166,10 +166,11 @@ Status CudaBackend::choose_att_sums() {
   att_sums_ = static_cast<float*>(*p);
   att_sums_stride_ = stride;
   att_sums_bytes_ = bytes;
-  int4_att_sums_ = int4;
+  quant_att_sums_ = quant;
+  const int from = precision_ == Precision::int4 ? kLongContext : kLongSplitsContext + 1;
   spdlog::info("cuda backend: decode attention leaves its split merge to the o product{} (sums; COSMOS_ATT_SUMS=0: "
                "merged in the attention)",
-               int4_att_sums_ ? fmt::format(" at {} tokens of context or more", kLongContext) : std::string());
+               quant_att_sums_ ? fmt::format(" at {} tokens of context or more", from) : std::string());
   return ok_status();
 }
 

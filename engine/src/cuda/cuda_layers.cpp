@@ -325,8 +325,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
   const int sec1 = c.mrope_section.size() == 3 ? c.mrope_section[1] : 0;
   // One token with the fused MLP: the attention leaves sums that the o product divides
   // (att_sums_); layer li's attention zeroes layer li - 1's pair (the first layer's: the last's).
-  // int4 at a long context: the same sums, divided by o's long-context kernel (o_from_sums).
-  const bool sums = N == 1 && att_sums_ && decode_att && (fused_mlp_ || (int4_att_sums_ && long_context_));
+  // int4 / int8 / fp8 at a long context: the same sums, divided by their o product (o_from_sums).
+  const bool sums = N == 1 && att_sums_ && decode_att && (fused_mlp_ || (quant_att_sums_ && long_context_));
   const std::size_t n_layers = layers_.size();
   for (std::size_t li = 0; li < n_layers; ++li) {
     const CudaLayer& L = layers_[li];
