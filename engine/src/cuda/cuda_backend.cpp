@@ -252,14 +252,8 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const int max_ctx = plan.max_ctx;
   const int N = static_cast<int>(ids.size()), R = static_cast<int>(rows.size());
   const int n_seqs = static_cast<int>(batch.size());
-  // Long-context graphs: int4 from kLongContext tokens (o's wide kernel, which divides the
-  // attention's sums); the fused MLP (bf16 / fp16, sums at every length) past kLongSplitsContext,
-  // where only the attention's splits differ (kernels::kDecodeAttentionLongSplits); int8 / fp8 past
-  // kLongSplitsContext too, where their o product divides the sums (below it the attention merges
-  // its own 64 splits, one round each).
-  const bool long_context = N == 1 && (precision_ == Precision::int4 ? max_ctx >= kLongContext
-                                                                      : (fused_mlp_ || quant_att_sums_) && att_sums_ &&
-                                                                            max_ctx > kLongSplitsContext);
+  // Long-context graphs (long_context_from() says from which context length).
+  const bool long_context = N == 1 && max_ctx >= long_context_from();
   std::size_t hist_total = 0;
   if (mode.on) {
     hist_off.push_back(0);

@@ -191,6 +191,8 @@ class CudaBackend final : public Backend {
   // Whether one-token steps leave the decode attention's merge to the o product (att_sums_); after
   // choose_fused_mlp().
   Status choose_att_sums();
+  // The context length from which one-sequence decode steps replay the long-context graphs.
+  int long_context_from() const;
   // Which prefill attention kernel runs (kernels/prefill_attention.cuh); logs the choice.
   void choose_prefill_attention();
   // Whether passes of several tokens run the gate/up product with SwiGLU fused (kernels/gemm_swiglu.cuh).
@@ -290,18 +292,18 @@ class CudaBackend final : public Backend {
   // Captured decode steps (one new token for each of n sequences, n <= kMaxDecodeBatch), one per
   // batch size, sampling mode and slot (graph_key; kernels read positions, lengths and block tables
   // from the slot's metadata, so a graph replays at every step); dropped when buffers move.
-  // Long: an int4 step of one sequence at kLongContext tokens of context or more, captured with
-  // long_context_ (int4's o product then runs the kernel that leaves more of each SM to the
-  // attention; kernels/gemv_quant.cu, narrow_kernel, has the measurements: slower below ~1,024
-  // tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192), or a bf16 / fp16 / int8 / fp8
-  // step past kLongSplitsContext (int8 / fp8 with their o product dividing the attention's sums);
-  // all launch the attention with kernels::kDecodeAttentionLongSplits splits.
+  // Long: a step of one sequence from long_context_from() tokens of context on, captured with
+  // long_context_: int4 from kLongContext (its o product then runs the kernel that leaves more of
+  // each SM to the attention; kernels/gemv_quant.cu, narrow_kernel, has the measurements: slower
+  // below ~1,024 tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192), fp8 past
+  // kLongContext, bf16 / fp16 / int8 past kLongSplitsContext (int8 / fp8 with their o product
+  // dividing the attention's sums); all launch the attention with kDecodeAttentionLongSplits splits.
   std::map<int, cudaGraphExec_t> graphs_;
   static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1, bool long_context = false) {
     return ((n_seqs * 64 + mode.key()) * 2 + slot) * 2 + (long_context ? 1 : 0);
   }
   static constexpr int kLongContext = 1024;
-  // bf16 / fp16 (fused MLP), int8 / fp8: long graphs past this context, where 64 splits of the attention would
+  // bf16 / fp16 (fused MLP), int8: long graphs past this context, where 64 splits of the attention would
   // take two 64-key rounds each (below it the long graphs' extra splits would only add empty blocks:
   // bf16 -0.4% @0, docs/PERFORMANCE.md session 43).
   static constexpr int kLongSplitsContext = 4096;

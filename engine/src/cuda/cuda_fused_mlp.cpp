@@ -2,6 +2,7 @@
 // transposed down weights it reads (laid out at load), the o product and the MLP of one decode
 // token (bf16 / fp16 weights), and the decode attention's sums that this o product divides.
 #include <cstdlib>
+#include <limits>
 #include <string_view>
 
 #include "cuda/cuda_backend_impl.h"
@@ -167,11 +168,24 @@ Status CudaBackend::choose_att_sums() {
   att_sums_stride_ = stride;
   att_sums_bytes_ = bytes;
   quant_att_sums_ = quant;
-  const int from = precision_ == Precision::int4 ? kLongContext : kLongSplitsContext + 1;
   spdlog::info("cuda backend: decode attention leaves its split merge to the o product{} (sums; COSMOS_ATT_SUMS=0: "
                "merged in the attention)",
-               quant_att_sums_ ? fmt::format(" at {} tokens of context or more", from) : std::string());
+               quant_att_sums_ ? fmt::format(" at {} tokens of context or more", long_context_from()) : std::string());
   return ok_status();
+}
+
+// One-sequence decode steps replay the long-context graphs from this context length on (INT_MAX:
+// never). int4: from kLongContext (o's wide kernel, which divides the attention's sums). The fused
+// MLP (bf16 / fp16, sums at every length): past kLongSplitsContext, where only the attention's
+// splits differ (kernels::kDecodeAttentionLongSplits). int8 / fp8 with sums: their o product divides
+// the sums, and the attention runs the long splits; below the threshold the attention merges its
+// own 64 splits. fp8 past kLongContext (+0.7% at 1,024 tokens, +1.2% at 2,048), int8 past
+// kLongSplitsContext (-1.1% at 1,024, level at 2,048 from there; docs/PERFORMANCE.md, session 45).
+int CudaBackend::long_context_from() const {
+  if (precision_ == Precision::int4) return kLongContext;
+  if (!att_sums_ || !(fused_mlp_ || quant_att_sums_)) return std::numeric_limits<int>::max();
+  if (quant_att_sums_ && precision_ == Precision::fp8) return kLongContext + 1;
+  return kLongSplitsContext + 1;
 }
 
 // down [hidden, intermediate] -> [intermediate, hidden] in place, through `scratch` (same size).
