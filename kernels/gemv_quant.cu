@@ -242,27 +242,18 @@ Plan plan_fmt(const QGemvArgs& a) {
     if (2 * (x_staged + sum_bytes + kStaticSmem + static_cast<std::size_t>(reserved)) <= static_cast<std::size_t>(per_sm))
       stage = kXSmemBig;
   }
-  const long long warps = static_cast<long long>(dev.sms) * (stage == kXSmemBig ? 2 : 4) * kWarps;  // nominal, one wave
-
-  // Rows per item: SwiGLU pairs gate and up. Otherwise 1 when that takes fewer rounds of items over
-  // the wave's warps (the small matrices, o: every warp busy instead of half); else 2 (half the x
-  // reads per weight: lm_head, the down projection at 2 blocks per SM, where 3584 rows are 1792
-  // items on 2112 warps, and q/k/v, 4608 rows: 2304 items on 288 blocks).
-  // Measured (bench_gemv_quant --sweep, H200, docs/PERFORMANCE.md): int4 is fastest at 2 rows on
-  // every shape (its x reads per weight dominate), int8 / fp8 at 1 on q/k/v and o. But in the
-  // engine int8 / fp8 q/k/v at 1 row (all 528 blocks of the wave, every register file full, the
-  // second rows prefetched by l2_next) left the attention that follows no room to start under PDL:
-  // at 2 rows decode @4096 went 421.7 -> 425.1 tok/s (int8) and 426.0 -> 428.7 (fp8), @0 463.4 ->
-  // 467.8 (int8) and level (fp8) (session 34's engine A/B, means of 3 rounds).
+  // Rows per item: 2 (SwiGLU: a gate row and its up row), unless a knob says 1. The products alone
+  // (bench_gemv_quant --sweep, H200, docs/PERFORMANCE.md): int4 is fastest at 2 rows on every shape
+  // (its x reads per weight dominate), int8 / fp8 at 1 on q/k/v and o, where 1 row fills every warp
+  // of the wave. In the engine the 8-bit kernels at 1 row (every register file full) left the next
+  // kernel's blocks no room to start under PDL: q/k/v at 2 rows took decode @4096 421.7 -> 425.1 tok/s
+  // (int8) and 426.0 -> 428.7 (fp8), @0 463.4 -> 467.8 (int8) and level (fp8) (session 34's engine
+  // A/B, means of 3 rounds). o at 2 rows (224 blocks instead of 448): its own time 5.5 -> 6.4 us, but
+  // gate/up's first block past its PDL wait 2.2 -> 0.6 us after o's end and gate/up 35.2 -> 33.9 us
+  // (kernels/ktrace.cuh); int8 decode @0 482.0 -> 488.8 tok/s, fp8 483.7 -> 487.0 (session 45's
+  // engine A/B, means of 3 / 2 rounds; capping 1 row at 2 or 3 blocks per SM instead: -2.4%).
   int rows = 2;
-  if (!a.swiglu) {
-    if (g_tuning.rows_per_item == 1 || g_tuning.rows_per_item == 2) {
-      rows = g_tuning.rows_per_item;
-    } else if (!F::kGroups) {
-      const long long r1 = (a.rows + warps - 1) / warps, r2 = ((a.rows + 1) / 2 + warps - 1) / warps;
-      rows = r1 < 2 * r2 ? 1 : 2;
-    }
-  }
+  if (!a.swiglu && (g_tuning.rows_per_item == 1 || g_tuning.rows_per_item == 2)) rows = g_tuning.rows_per_item;
   // Loads per row per step: 8 slots (32 registers) of weights, 16 at 2 blocks per SM; 4 when a row
   // is one step of 4 anyway.
   // Measured: 8 loads and the pipelined refill pay off only for the int8 / fp8 down projection (x
@@ -365,14 +356,14 @@ Plan plan_fmt(const QGemvArgs& a) {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
   }
   // int8 / fp8 o taking the decode attention's sums (QGemvArgs::x_div, long-context graphs): the
-  // automatic o shape (x staged, 1 row per item, 4 loads, no pipelined refill) built with kSums
+  // automatic o shape (x staged, 2 rows per item, 4 loads, no pipelined refill) built with kSums
   // (kernels/gemv_quant_sums.cuh); any other shape refuses sums. With the attention's 128 splits
   // past 4,096 tokens: int8 decode @4096 428.5 -> 435.6 tok/s, @8192 417.5 -> 424.5; fp8 432.6 ->
   // 442.2 and 417.7 -> 428.6 (session 44's engine A/B, means of 3 / 2 rounds; docs/PERFORMANCE.md).
   if constexpr (!F::kGroups) {
-    pl.sums = vec && stage == kXSmem && !norm && !a.swiglu && !q8n && rows == 1 && loads == 4 && !pipe &&
+    pl.sums = vec && stage == kXSmem && !norm && !a.swiglu && !q8n && rows == 2 && loads == 4 && !pipe &&
               a.cols % 128 == 0 && a.cols / 128 <= gemv_quant_sums::kMaxGroups;
-    if (pl.sums && a.x_div) pl.kernel = gemv_q_vec<F, false, false, kXSmem, 1, 4, false, kWarps, 0, false, true>;
+    if (pl.sums && a.x_div) pl.kernel = gemv_q_vec<F, false, false, kXSmem, 2, 4, false, kWarps, 0, false, true>;
   }
   // The integer kernels (kDp) stage x as 16-bit fixed point and keep a scale per group after the sums.
   const bool dp = (narrow && norm) || w16;
