@@ -1,46 +1,16 @@
 // kernels/gemv_quant.cu's vector kernel, gemv_q_vec (the design and the arithmetic: the top comment
-// of gemv_quant.cu), with its helpers: warp_sum4, the register budget kMinBlocks and the staged
-// planes' stride staged_plane. Included by gemv_quant.cu only, inside its anonymous namespace, after
-// QParams, the formats, kWarps, kI4K, the staging modes (kXL1, kXSmem, kXSmemBig) and the gemv_common
+// of gemv_quant.cu). Included by gemv_quant.cu only, inside its anonymous namespace, after QParams,
+// the formats, kWarps, kI4K, the staging modes (kXL1, kXSmem, kXSmemBig) and the gemv_common
 // helpers are in scope.
 #pragma once
 
-#include "kernels/gemv_quant_sums.cuh"  // the kSums instantiations
-
-// Four warp sums in one butterfly, 6 shuffles on one dependent chain of 5 instead of 4 chains of 5:
-// lane l gets the sum over the warp of v[(l >> 3) & 3]. For the int4 prologue's group sums of the
-// down projection's 74 KB x, 4 groups per batch: one after another, their shuffles were ~8% of the
-// kernel's stall samples (ncu source view). In one butterfly: int4 down 17.0 -> 16.2 us alone, int4
-// decode @0 571.6 -> 578.7 tok/s, @4096 482.6 -> 490.6 (session 35's engine A/B, means of 3 rounds).
-__device__ __forceinline__ float warp_sum4(const float (&v)[4]) {
-  const unsigned lane = threadIdx.x & 31u;
-  const bool h16 = (lane & 16u) != 0, h8 = (lane & 8u) != 0;
-  // Lanes < 16 keep values 0 and 1 and send 2 and 3; lanes >= 16 the other way round.
-  const float a0 = (h16 ? v[2] : v[0]) + __shfl_xor_sync(0xffffffffu, h16 ? v[0] : v[2], 16);
-  const float a1 = (h16 ? v[3] : v[1]) + __shfl_xor_sync(0xffffffffu, h16 ? v[1] : v[3], 16);
-  float a = (h8 ? a1 : a0) + __shfl_xor_sync(0xffffffffu, h8 ? a0 : a1, 8);
-#pragma unroll
-  for (int off = 4; off > 0; off >>= 1) a += __shfl_xor_sync(0xffffffffu, a, off);
-  return a;
-}
-
-// Resident blocks per SM the kernel is built for (its register budget): 2 (128 registers) with the
-// big staging or more than 32 weight registers (kR x kU vectors: int4 4 x 7, int8 / fp8 2 x 7), else 4;
-// with kBW warps per block instead of 8, that times 8 / kBW (16 warps: one block, the same registers).
-template <typename F, int kStage, int kR, int kU>
-constexpr int kMinBlocks = kStage == kXSmemBig || kR * kU * static_cast<int>(sizeof(typename F::Vec)) / 4 > 32 ? 2 : 4;
+#include "kernels/gemv_quant_parts.cuh"  // warp_sum4, kMinBlocks, staged_plane
+#include "kernels/gemv_quant_sums.cuh"   // the kSums instantiations and int4's wide o kernel
 
 // Vector path. Shared memory: kStage != kXL1: x (times the norm weight when kNorm, whose 1 / rms the
 // epilogue applies; pre-scaled for int4) as [kP][ps] float4 (float4 k of vector i at k * ps + i: a
 // warp's 16-byte reads are consecutive, no bank conflicts), ps = staged_plane(vecs, kP) >= vecs; then, int4, the per-group sums of x (times
 // 2^(K - 149)) [groups].
-// Float4s per plane of staged x: vecs, padded so that the staging writes (thread f writes float4 f
-// of x to plane f % kP, slot f / kP; 8 threads per 128-byte wavefront) hit 8 different 4-bank
-// groups: with (ps % 8) * kP == 8 the planes start 32 / kP banks apart. Unpadded (ps = vecs = 224
-// for int8, a multiple of 8) every plane starts on bank 0: 2-way (int8 / fp8) and 8-way (int4)
-// conflicts, which ncu counted as 35-42% excess shared-memory wavefronts.
-__host__ __device__ constexpr int staged_plane(int vecs, int kp) { return vecs + ((8 / kp - vecs % 8) + 8) % 8; }
-
 // kWide: built for 2 blocks per SM (128 registers) whatever the weights take, x staged in batches of 4
 // (int4 o at a long context, see narrow_kernel in gemv_quant.cu). kSums: int8 / fp8 with x as the
 // decode attention's sums, divided after the staging (kernels/gemv_quant_sums.cuh).
@@ -305,29 +275,15 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
         }
         if constexpr (kWide) {
           // x as the decode attention's sums (QGemvArgs::x_div): a warp's float4s are one group of
-          // 128 columns, one head, whose divisors d0, d1 come in the same round trip as x. x = s0 / d0
-          // when d1 == 0 (bucket 0 only, the usual case), else (s0 2^-120 + s1) / (d0 2^-120 + d1)
-          // (warp-uniform branch; bucket 1's x read then). The reciprocal is MUFU.RCP's (__fdividef:
-          // within 2 ulp, exact for powers of two), not the IEEE one (__frcp_rn, a multi-instruction
-          // sequence with a slow-path branch in the staging's chain): int4 decode +0.9% at 4,096 tokens
-          // of context, +1.0% at 8,192 (docs/PERFORMANCE.md, session 42).
-          //
-          // The divisors come into shared memory by one warp's coalesced loads, then a block barrier:
-          // when every warp read its own groups' d0, d1 (broadcast loads, 8 per warp), all 224 blocks'
-          // warps sent ~14,000 requests to the same two L2 lines, and o's staging loop took 4.3-4.5
-          // us at 4,096 tokens of context against 2.0 with x read and no divisors (kernel timestamps,
-          // docs/PERFORMANCE.md session 44); now 2.5 us, and int4 decode @4096 628.6 -> 652.4 tok/s,
-          // @8192 607.6 -> 626.7 (engine A/B, means of 3 rounds). The x loads above are in flight
-          // across the barrier. Every thread runs this loop exactly once (the static_assert), so the
-          // barrier is uniform.
+          // 128 columns, one head. The divisors come into shared memory by one warp's coalesced
+          // loads, then a block barrier (gemv_quant_sums.cuh has why and what it measured); the x
+          // loads above are in flight across it. Every thread runs this loop exactly once (the
+          // static_assert), so the barrier is uniform. The division is gemv_quant_sums::divide4.
           if (p.xdiv) {
             static_assert(kFixedCols / 4 >= kNT && kFixedCols / 4 <= kB * kNT, "kWide: one staging batch per thread");
-            constexpr int kDivs = 2 * ((kFixedCols + kQuantGroup - 1) / kQuantGroup);
-            __shared__ float sdiv[kDivs];  // [2][groups]: d0 of every group, then d1
-            if (warp == 0) {
-#pragma unroll
-              for (int i = lane; i < kDivs; i += 32) sdiv[i] = __ldcg(p.xdiv + i);
-            }
+            constexpr int kGroupsW = (kFixedCols + kQuantGroup - 1) / kQuantGroup;
+            __shared__ float sdiv[2 * kGroupsW];  // [2][groups]: d0 of every group, then d1
+            if (warp == 0) gemv_quant_sums::load_sum_divisors(p.xdiv, kGroupsW, lane, sdiv);
             __syncthreads();
             float d0[kB], d1[kB];
 #pragma unroll
@@ -337,18 +293,7 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
               d1[b] = ok[b] ? sdiv[groups + g] : 0.0f;
             }
 #pragma unroll
-            for (int b = 0; b < kB; ++b) {
-              float d = d0[b];
-              if (d1[b] != 0.0f) {
-                constexpr float kDown = 0x1p-120f;
-                const float4 s1 = __ldcg(x4 + n4 + f0 + b * kNT);
-                v[b] = make_float4(fmaf(v[b].x, kDown, s1.x), fmaf(v[b].y, kDown, s1.y), fmaf(v[b].z, kDown, s1.z),
-                                   fmaf(v[b].w, kDown, s1.w));
-                d = fmaf(d, kDown, d1[b]);
-              }
-              const float inv_d = __fdividef(1.0f, d);
-              v[b] = make_float4(v[b].x * inv_d, v[b].y * inv_d, v[b].z * inv_d, v[b].w * inv_d);
-            }
+            for (int b = 0; b < kB; ++b) v[b] = gemv_quant_sums::divide4(v[b], d0[b], d1[b], x4 + n4 + f0 + b * kNT);
           }
         }
         if constexpr (kSplit) {
