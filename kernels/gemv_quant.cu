@@ -254,6 +254,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   // engine A/B, means of 3 / 2 rounds; capping 1 row at 2 or 3 blocks per SM instead: -2.4%).
   int rows = 2;
   if (!a.swiglu && (g_tuning.rows_per_item == 1 || g_tuning.rows_per_item == 2)) rows = g_tuning.rows_per_item;
+  else if (!F::kGroups && a.x_div && a.sums_rows == 1 && !a.swiglu) rows = 1;
   // Loads per row per step: 8 slots (32 registers) of weights, 16 at 2 blocks per SM; 4 when a row
   // is one step of 4 anyway.
   // Measured: 8 loads and the pipelined refill pay off only for the int8 / fp8 down projection (x
@@ -356,14 +357,17 @@ Plan plan_fmt(const QGemvArgs& a) {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
   }
   // int8 / fp8 o taking the decode attention's sums (QGemvArgs::x_div, long-context graphs): the
-  // automatic o shape (x staged, 2 rows per item, 4 loads, no pipelined refill) built with kSums
-  // (kernels/gemv_quant_sums.cuh); any other shape refuses sums. With the attention's 128 splits
+  // automatic o shape (x staged, 2 rows per item or 1 by QGemvArgs::sums_rows, 4 loads, no pipelined
+  // refill) built with kSums (kernels/gemv_quant_sums.cuh); any other shape refuses sums. At 1 row
+  // per item, with the attention's 128 splits
   // past 4,096 tokens: int8 decode @4096 428.5 -> 435.6 tok/s, @8192 417.5 -> 424.5; fp8 432.6 ->
   // 442.2 and 417.7 -> 428.6 (session 44's engine A/B, means of 3 / 2 rounds; docs/PERFORMANCE.md).
   if constexpr (!F::kGroups) {
-    pl.sums = vec && stage == kXSmem && !norm && !a.swiglu && !q8n && rows == 2 && loads == 4 && !pipe &&
+    pl.sums = vec && stage == kXSmem && !norm && !a.swiglu && !q8n && (rows == 1 || rows == 2) && loads == 4 && !pipe &&
               a.cols % 128 == 0 && a.cols / 128 <= gemv_quant_sums::kMaxGroups;
-    if (pl.sums && a.x_div) pl.kernel = gemv_q_vec<F, false, false, kXSmem, 2, 4, false, kWarps, 0, false, true>;
+    if (pl.sums && a.x_div)
+      pl.kernel = rows == 2 ? gemv_q_vec<F, false, false, kXSmem, 2, 4, false, kWarps, 0, false, true>
+                            : gemv_q_vec<F, false, false, kXSmem, 1, 4, false, kWarps, 0, false, true>;
   }
   // The integer kernels (kDp) stage x as 16-bit fixed point and keep a scale per group after the sums.
   const bool dp = (narrow && norm) || w16;

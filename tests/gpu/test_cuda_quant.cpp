@@ -396,7 +396,8 @@ TEST_F(CudaQuant7B, QualityAgainstBf16) {
 // Decode steps past a long-context threshold replay graphs of their own (CudaBackend::kLongContext
 // for int4: o's wide kernel and the attention's kernels::kDecodeAttentionLongSplits splits;
 // kLongSplitsContext for bf16: the splits only; for int8 past kLongSplitsContext and fp8 past
-// kLongContext: the splits, the attention's sums and the o kernel that divides them): teacher-forced one-token steps from `prompt`
+// kLongContext: the splits, the attention's sums and the o kernel that divides them, at 1 row per
+// item up to kLongSplitsContext and 2 past it: CudaBackend::context_tier): teacher-forced one-token steps from `prompt`
 // tokens on, 64 of them across the threshold, against the prefill's logits of the same tokens. The
 // steps past it must agree with the prefill as closely as the ones before it (the same weights,
 // other kernels or splits); a wrong kernel, graph or buffer there gives errors of order 1
@@ -455,6 +456,11 @@ TEST_F(CudaQuant7B, Int8DecodePastTheLongSplitsThresholdMatchesThePrefill) {
 
 TEST_F(CudaQuant7B, Fp8DecodePastTheLongContextThresholdMatchesThePrefill) {
   check_long_context_steps(dir, o, Precision::fp8, 1001, 1025);
+}
+
+// fp8's second long tier (CudaBackend::context_tier: o's kSums kernel at 2 rows per item instead of 1).
+TEST_F(CudaQuant7B, Fp8DecodePastTheLongSplitsThresholdMatchesThePrefill) {
+  check_long_context_steps(dir, o, Precision::fp8, 4073, 4097);
 }
 
 }  // namespace

@@ -10,8 +10,9 @@
 //     bucket or divisor changes x by far more.
 //   - Random divisors: x from the sums differs from x by the division's rounding (a few u), so y
 //     must match within a relative L2 error of 1e-5 (about 2^-17).
-// Data rows: the format, which heads have a share in bucket 1 (none, some, all) and whether the
-// divisors are powers of two. A launch that cannot take sums must enqueue nothing.
+// Data rows: the format, which heads have a share in bucket 1 (none, some, all), whether the
+// divisors are powers of two and (int8 / fp8) the kSums kernel's rows per item (QGemvArgs::sums_rows,
+// checked in the plan). A launch that cannot take sums must enqueue nothing.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -39,6 +40,7 @@ struct SumsCase {
   QuantFormat fmt;
   int mixed_every;  // heads h with h % mixed_every == 1 have a share in bucket 1 (0: none; 1: all)
   bool pow2;        // divisors powers of two (exact division)
+  int sums_rows = 2;  // int8 / fp8: QGemvArgs::sums_rows (the plain launch runs as many rows per item)
 };
 
 std::string sums_case_name(const ::testing::TestParamInfo<SumsCase>& p) { return p.param.name; }
@@ -52,8 +54,10 @@ class GpuGemvQuantSums : public ::testing::TestWithParam<SumsCase> {
 };
 
 // y = W x + residual (aliasing y) on stream; x plain (div null) or sums (div set).
+// sums_rows: the sums launch's QGemvArgs::sums_rows; the plain launch runs as many rows per item
+// (the tuning knob, 1 only), so the two compute each row in the same order.
 std::vector<float> run_o(const DevQuant& dw, const float* x, const float* div, const std::vector<float>& residual,
-                         bool long_context, std::size_t* bytes) {
+                         bool long_context, std::size_t* bytes, int sums_rows = 2) {
   DevBuf<float> dy;
   dy.alloc(kRows);
   dy.upload(residual);
@@ -66,12 +70,20 @@ std::vector<float> run_o(const DevQuant& dw, const float* x, const float* div, c
   a.rows = kRows;
   a.cols = kCols;
   a.long_context = long_context;
+  a.sums_rows = sums_rows;
+  kernels::QGemvTuning knobs;
+  if (!div && sums_rows == 1) knobs.rows_per_item = 1;
+  kernels::set_gemv_quant_tuning(knobs);
+  if (div && dw.mat.kind != kernels::QuantKind::int4_group) {
+    EXPECT_EQ(kernels::gemv_quant_plan(a).rows_per_item, sums_rows);
+  }
   cudaStream_t stream;
   EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   *bytes = kernels::launch_gemv_quant(a, stream);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaStreamDestroy(stream);
+  kernels::set_gemv_quant_tuning({});
   return dy.download(kRows);
 }
 
@@ -133,8 +145,8 @@ TEST_P(GpuGemvQuantSums, MatchesThePlainInput) {
     probe.long_context = true;
     ASSERT_TRUE(kernels::gemv_quant_takes_sums(probe));
     std::size_t plain_bytes = 0, sums_bytes = 0;
-    const std::vector<float> want = run_o(dw, dplain.ptr, nullptr, residual, true, &plain_bytes);
-    const std::vector<float> got = run_o(dw, dsums.ptr, ddiv.ptr, residual, true, &sums_bytes);
+    const std::vector<float> want = run_o(dw, dplain.ptr, nullptr, residual, true, &plain_bytes, c.sums_rows);
+    const std::vector<float> got = run_o(dw, dsums.ptr, ddiv.ptr, residual, true, &sums_bytes, c.sums_rows);
     ASSERT_GT(plain_bytes, 0u);
     EXPECT_EQ(sums_bytes, plain_bytes + 2 * kHeads * sizeof(float));
     double num = 0, den = 0;
@@ -173,7 +185,13 @@ INSTANTIATE_TEST_SUITE_P(
                       SumsCase{"fp8_some_mixed_pow2", QuantFormat::fp8_row, 3, true},
                       SumsCase{"fp8_all_mixed_pow2", QuantFormat::fp8_row, 1, true},
                       SumsCase{"fp8_bucket0_random", QuantFormat::fp8_row, 0, false},
-                      SumsCase{"fp8_some_mixed_random", QuantFormat::fp8_row, 3, false}),
+                      SumsCase{"fp8_some_mixed_random", QuantFormat::fp8_row, 3, false},
+                      // the kSums kernel at 1 row per item (contexts up to 4,096 tokens)
+                      SumsCase{"int8_some_mixed_pow2_1row", QuantFormat::int8_row, 3, true, 1},
+                      SumsCase{"int8_bucket0_random_1row", QuantFormat::int8_row, 0, false, 1},
+                      SumsCase{"fp8_some_mixed_pow2_1row", QuantFormat::fp8_row, 3, true, 1},
+                      SumsCase{"fp8_all_mixed_pow2_1row", QuantFormat::fp8_row, 1, true, 1},
+                      SumsCase{"fp8_bucket0_random_1row", QuantFormat::fp8_row, 0, false, 1}),
     sums_case_name);
 
 // int4: only the long-context o kernel divides sums; int8: not a row of whole heads of 128 columns.

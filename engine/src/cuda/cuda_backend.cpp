@@ -214,7 +214,7 @@ Status CudaBackend::capture_step(const SampleMode& mode, int slot, int n, const 
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   if (inst != cudaSuccess) return fail(cuda_error(inst, "cudaGraphInstantiate", __FILE__, __LINE__));
-  graphs_[graph_key(mode, slot, n, long_context_)] = exec;
+  graphs_[graph_key(mode, slot, n, tier_)] = exec;
   return ok_status();
 }
 
@@ -252,8 +252,8 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const int max_ctx = plan.max_ctx;
   const int N = static_cast<int>(ids.size()), R = static_cast<int>(rows.size());
   const int n_seqs = static_cast<int>(batch.size());
-  // Long-context graphs (long_context_from() says from which context length).
-  const bool long_context = N == 1 && max_ctx >= long_context_from();
+  // Long-context graphs (long_context_from() says from which context length; context_tier()).
+  const int tier = N == 1 ? context_tier(max_ctx) : 0;
   std::size_t hist_total = 0;
   if (mode.on) {
     hist_off.push_back(0);
@@ -269,7 +269,7 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const int next_slot = slot_ ^ 1;
   if (ahead && (N > ws_tokens_ || R > ws_rows_ || total > meta_ints_ || n_seqs > sample_rows_ || !sparams_dev_[0] ||
                 (mode.any_penalty && (!hist_ || hist_total + 1 > hist_cap_)) ||
-                graphs_.find(graph_key(mode, next_slot, 1, long_context)) == graphs_.end()))
+                graphs_.find(graph_key(mode, next_slot, 1, tier)) == graphs_.end()))
     return ok_status();
   if (auto st = ensure_workspace(N, R); !st) return st;
   if (auto st = ensure_pass_buffers(n_seqs, hist_total, total, mode); !st) return st;
@@ -355,17 +355,18 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
       pending_embeddings_.emplace_back(static_cast<int>(t), batch[plan.tokens[t].seq_index].embeddings.data() +
                                                                 static_cast<std::size_t>(plan.tokens[t].embedding_row) * H);
   const bool has_embeddings = !pending_embeddings_.empty();
-  long_context_ = long_context;
+  long_context_ = tier > 0;
+  tier_ = tier;
   if (N == n_seqs && N <= kMaxDecodeBatch && !has_embeddings && (N == 1 || !reference_math_)) {
     // Decode step (one new token per sequence): replay the captured graph for this batch size,
     // sampling mode and slot (capture it the first time). Attention reads the real lengths and
     // block tables from the metadata, so one graph serves every length.
-    const int key = graph_key(mode, slot, N, long_context);
+    const int key = graph_key(mode, slot, N, tier);
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       // Both slots' graphs at once, so the step run ahead behind this one finds its own.
       for (const int g : {slot ^ 1, slot})
-        if (graphs_.find(graph_key(mode, g, N, long_context)) == graphs_.end())
+        if (graphs_.find(graph_key(mode, g, N, tier)) == graphs_.end())
           if (auto st = capture_step(mode, g, N, rows, o); !st) return st;
       select_slot(slot);
       it = graphs_.find(key);

@@ -193,6 +193,10 @@ class CudaBackend final : public Backend {
   Status choose_att_sums();
   // The context length from which one-sequence decode steps replay the long-context graphs.
   int long_context_from() const;
+  // A one-sequence decode step's graph tier at this context: 0 short, 1 long (long_context_from()
+  // on), 2 int8 / fp8 past kLongSplitsContext (their o product's kSums kernel at 2 rows per item
+  // there, at 1 in tier 1).
+  int context_tier(int max_ctx) const;
   // Which prefill attention kernel runs (kernels/prefill_attention.cuh); logs the choice.
   void choose_prefill_attention();
   // Whether passes of several tokens run the gate/up product with SwiGLU fused (kernels/gemm_swiglu.cuh).
@@ -298,9 +302,10 @@ class CudaBackend final : public Backend {
   // below ~1,024 tokens, level at 1,024, +1.2% at 2,048 up to +2.4% at 8,192), fp8 past
   // kLongContext, bf16 / fp16 / int8 past kLongSplitsContext (int8 / fp8 with their o product
   // dividing the attention's sums); all launch the attention with kDecodeAttentionLongSplits splits.
+  // int8 / fp8 past kLongSplitsContext have a tier of their own (context_tier()).
   std::map<int, cudaGraphExec_t> graphs_;
-  static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1, bool long_context = false) {
-    return ((n_seqs * 64 + mode.key()) * 2 + slot) * 2 + (long_context ? 1 : 0);
+  static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1, int tier = 0) {
+    return ((n_seqs * 64 + mode.key()) * 2 + slot) * 3 + tier;
   }
   static constexpr int kLongContext = 1024;
   // bf16 / fp16 (fused MLP), int8: long graphs past this context, where 64 splits of the attention would
@@ -308,6 +313,7 @@ class CudaBackend final : public Backend {
   // bf16 -0.4% @0, docs/PERFORMANCE.md session 43).
   static constexpr int kLongSplitsContext = 4096;
   bool long_context_ = false;  // the pass being enqueued or captured is long (linear() passes it on)
+  int tier_ = 0;               // its context_tier()
   // Waits for every stream of the backend (before buffers they may use are freed).
   void sync_streams();
   static constexpr int kDecodeTokens = 4;  // passes of up to this many tokens use decode attention

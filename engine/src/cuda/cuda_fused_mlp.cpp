@@ -66,6 +66,7 @@ Status CudaBackend::o_from_sums(const CudaLayer& L, const kernels::DecodeAttenti
   o.rows = c.hidden_size;
   o.cols = c.q_dim();
   o.long_context = long_context_;
+  o.sums_rows = tier_ == 2 ? 2 : 1;
   if (kernels::launch_gemv_quant(o, stream_) == 0)
     return fail(make_error(ErrorCategory::internal, "backend.cuda", "the quantized o product refused the attention's sums"));
   CUDA_TRY(cudaGetLastError());
@@ -181,6 +182,14 @@ Status CudaBackend::choose_att_sums() {
 // the sums, and the attention runs the long splits; below the threshold the attention merges its
 // own 64 splits. fp8 past kLongContext (+0.7% at 1,024 tokens, +1.2% at 2,048), int8 past
 // kLongSplitsContext (-1.1% at 1,024, level at 2,048 from there; docs/PERFORMANCE.md, session 45).
+// Their o product's kSums kernel runs 1 row per item up to kLongSplitsContext (fp8 at 2,048: 2 rows
+// measured 1.8% slower) and 2 past it (+1.3% int8, +2.0% fp8 at 4,096): context_tier() 1 and 2.
+int CudaBackend::context_tier(int max_ctx) const {
+  if (max_ctx < long_context_from()) return 0;
+  const bool eight_bit = quant_att_sums_ && precision_ != Precision::int4;
+  return eight_bit && max_ctx > kLongSplitsContext ? 2 : 1;
+}
+
 int CudaBackend::long_context_from() const {
   if (precision_ == Precision::int4) return kLongContext;
   if (!att_sums_ || !(fused_mlp_ || quant_att_sums_)) return std::numeric_limits<int>::max();
