@@ -358,10 +358,11 @@ Plan plan_fmt(const QGemvArgs& a) {
   }
   // int8 / fp8 o taking the decode attention's sums (QGemvArgs::x_div, long-context graphs): the
   // automatic o shape (x staged, 2 rows per item or 1 by QGemvArgs::sums_rows, 4 loads, no pipelined
-  // refill) built with kSums (kernels/gemv_quant_sums.cuh); any other shape refuses sums. At 1 row
-  // per item, with the attention's 128 splits
-  // past 4,096 tokens: int8 decode @4096 428.5 -> 435.6 tok/s, @8192 417.5 -> 424.5; fp8 432.6 ->
-  // 442.2 and 417.7 -> 428.6 (session 44's engine A/B, means of 3 / 2 rounds; docs/PERFORMANCE.md).
+  // refill) built with kSums (kernels/gemv_quant_sums.cuh); any other shape refuses sums. With the
+  // attention's 128 splits past 4,096 tokens, at 1 row: int8 decode @4096 428.5 -> 435.6 tok/s,
+  // @8192 417.5 -> 424.5; fp8 432.6 -> 442.2 and 417.7 -> 428.6 (session 44's engine A/B, means of
+  // 3 / 2 rounds); at 2 rows there int8 +1.3%, fp8 +2.0% more, but fp8 at 2,048 tokens -1.7% (session
+  // 45; docs/PERFORMANCE.md).
   if constexpr (!F::kGroups) {
     pl.sums = vec && stage == kXSmem && !norm && !a.swiglu && !q8n && (rows == 1 || rows == 2) && loads == 4 && !pipe &&
               a.cols % 128 == 0 && a.cols / 128 <= gemv_quant_sums::kMaxGroups;

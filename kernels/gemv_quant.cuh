@@ -34,7 +34,8 @@ struct QGemvArgs {
   bool long_context = false;
   // int8 / fp8 o taking sums (x_div set): rows per item of its kSums kernel, 1 or 2. Two leave the
   // next kernel room to start under PDL (the default; +1.3-2.0% decode at 4,096 tokens of context),
-  // one measured faster from 1,025 to 4,096 tokens (fp8 +1.8% at 2,048; docs/PERFORMANCE.md session 45).
+  // one measured faster from 1,025 to 4,096 tokens (fp8 +1.7-2.3% at 2,048; docs/PERFORMANCE.md
+  // session 45).
   int sums_rows = 2;
   // Or null. Set: x is the decode attention's output as sums ([2][cols] fp32, buckets 0 and 1 of
   // kernels/decode_attention.cuh's DecodeAttentionSums) and x_div their divisors ([2][cols / 128]),

@@ -183,7 +183,7 @@ Status CudaBackend::choose_att_sums() {
 // own 64 splits. fp8 past kLongContext (+0.7% at 1,024 tokens, +1.2% at 2,048), int8 past
 // kLongSplitsContext (-1.1% at 1,024, level at 2,048 from there; docs/PERFORMANCE.md, session 45).
 // Their o product's kSums kernel runs 1 row per item up to kLongSplitsContext (fp8 at 2,048: 2 rows
-// measured 1.8% slower) and 2 past it (+1.3% int8, +2.0% fp8 at 4,096): context_tier() 1 and 2.
+// measured 1.7-2.3% slower) and 2 past it (+1.3% int8, +2.0% fp8 at 4,096): context_tier() 1 and 2.
 int CudaBackend::context_tier(int max_ctx) const {
   if (max_ctx < long_context_from()) return 0;
   const bool eight_bit = quant_att_sums_ && precision_ != Precision::int4;
