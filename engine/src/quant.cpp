@@ -322,6 +322,38 @@ COSMOS_SIMD_CLONES void dequantize_row(const QuantizedMatrix& m, std::int64_t ro
   }
 }
 
+COSMOS_SIMD_CLONES void dequantize_row_split(const QuantizedMatrix& m, std::int64_t row, float* dst) {
+  if (m.format != QuantFormat::int4_group) {
+    dequantize_row(m, row, dst);
+    return;
+  }
+  assert(row >= 0 && row < m.rows);
+  const std::int64_t cols = m.cols, groups = m.groups();
+  const std::uint8_t* q = m.q.data() + row * ((cols + 1) / 2);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::size_t k = static_cast<std::size_t>(row * groups + g);
+    const float s = bf16_to_float(m.group_scale[k]), mn = bf16_to_float(m.group_min[k]);
+    const std::int64_t c0 = g * kInt4GroupSize, len = std::min<std::int64_t>(kInt4GroupSize, cols - c0);
+    const std::int64_t pairs = len / 2, evens = (len + 1) / 2;  // a last odd column: one more even one
+    const std::uint8_t* b = q + c0 / 2;
+    float* lo = dst + c0;
+    float* hi = lo + evens;
+#pragma omp simd
+    for (std::int64_t j = 0; j < pairs; ++j) {
+      lo[j] = static_cast<float>(b[j] & 0xF) * s + mn;
+      hi[j] = static_cast<float>(b[j] >> 4) * s + mn;
+    }
+    if (evens > pairs) lo[pairs] = static_cast<float>(b[pairs] & 0xF) * s + mn;
+  }
+}
+
+void split_group_order(const float* x, std::int64_t cols, float* dst) {
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kInt4GroupSize) {
+    const std::int64_t len = std::min<std::int64_t>(kInt4GroupSize, cols - c0), evens = (len + 1) / 2;
+    for (std::int64_t c = 0; c < len; ++c) dst[c0 + (c % 2 ? evens + c / 2 : c / 2)] = x[c0 + c];
+  }
+}
+
 Int4DotInput prepare_int4_dot(const float* x, std::int64_t cols) {
   Int4DotInput in;
   const std::int64_t bytes = (cols + 1) / 2;

@@ -17,3 +17,6 @@ target_include_directories(test_cuda_module PRIVATE ${PROJECT_SOURCE_DIR}/engine
 cosmos_add_gtest(test_cpu_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_quant.cpp)
 cosmos_add_gtest(test_quant_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_cache.cpp)
 cosmos_add_gtest(test_tune_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tune_cache.cpp)
+# The CPU backend's matrix product (engine/src/cpu/cpu_ops.cpp) against a float64 reference.
+cosmos_add_gtest(test_cpu_matmul LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_matmul.cpp)
+target_include_directories(test_cpu_matmul PRIVATE ${PROJECT_SOURCE_DIR}/engine/src)

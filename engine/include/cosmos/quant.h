@@ -66,6 +66,15 @@ Status quantize_rows(const std::byte* data, DType dtype, QuantizedMatrix& m, std
 // dst[0, cols) = the fp32 values row `row` of m stands for.
 void dequantize_row(const QuantizedMatrix& m, std::int64_t row, float* dst);
 
+// As dequantize_row, but an int4 row's columns in group-split order: in each group of 128 columns
+// (or the last, shorter one) its even columns, then its odd ones; the low nibbles, then the high ones,
+// so the loop runs over contiguous bytes and stores and vectorizes. Other formats: dequantize_row.
+// A product over several tokens dots such rows with x put in the same order (split_group_order).
+void dequantize_row_split(const QuantizedMatrix& m, std::int64_t row, float* dst);
+
+// dst[0, cols) = x[0, cols) in group-split order (dequantize_row_split).
+void split_group_order(const float* x, std::int64_t cols, float* dst);
+
 // x prepared once for the int4 products of many rows: the sum of x over each group of 128 columns,
 // and x split into its even and odd columns (the low and high nibbles of each byte; odd is padded
 // with a 0 for an odd column count), so a row's products read contiguous streams.

@@ -1,0 +1,158 @@
+// The CPU backend's matrix product (engine/src/cpu/cpu_ops.cpp: one token row by row, several
+// tokens in blocks of 4 rows x 4 tokens over chunks of 1,024 columns) and the int4 rows it
+// dequantizes in group-split order (cosmos/quant.h), against a float64 reference on the same
+// weights: every format, token counts around the block size, shapes whose rows, tokens and columns
+// end inside a block, a group or a chunk.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cosmos/quant.h"
+#include "cpu/cpu_ops.h"
+
+namespace cosmos {
+namespace {
+
+std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// bf16 bits of v (round to nearest even), as the checkpoint stores weights.
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<std::uint16_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v[i], 4);
+    bits += 0x7FFFu + ((bits >> 16) & 1u);
+    out[i] = static_cast<std::uint16_t>(bits >> 16);
+  }
+  return out;
+}
+
+TEST(CpuMatmul, GroupSplitOrderPutsEachGroupsEvenColumnsFirst) {
+  // 301 columns: groups of 128, 128 and 45 (23 even columns, then 22 odd ones).
+  std::vector<float> x(301), split(301);
+  for (int c = 0; c < 301; ++c) x[c] = static_cast<float>(c);
+  split_group_order(x.data(), 301, split.data());
+  EXPECT_EQ(split[0], 0.0f);
+  EXPECT_EQ(split[63], 126.0f);
+  EXPECT_EQ(split[64], 1.0f);
+  EXPECT_EQ(split[127], 127.0f);
+  EXPECT_EQ(split[128], 128.0f);
+  EXPECT_EQ(split[256], 256.0f);
+  EXPECT_EQ(split[256 + 22], 300.0f);
+  EXPECT_EQ(split[256 + 23], 257.0f);
+  EXPECT_EQ(split[300], 299.0f);
+  std::vector<float> tiny = {5.0f, 6.0f, 7.0f}, tiny_split(3);
+  split_group_order(tiny.data(), 3, tiny_split.data());
+  EXPECT_EQ(tiny_split, (std::vector<float>{5.0f, 7.0f, 6.0f}));
+}
+
+TEST(CpuMatmul, SplitRowsAreTheDequantizedRowsInSplitOrder) {
+  for (const std::int64_t cols : {1, 2, 3, 128, 129, 300, 301, 3584}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const std::int64_t rows = 3;
+    const auto w = to_bf16(random_values(static_cast<std::size_t>(rows * cols), 7));
+    for (const QuantFormat format : {QuantFormat::int4_group, QuantFormat::int8_row, QuantFormat::fp8_row}) {
+      QuantizedMatrix m = make_quantized(format, rows, cols);
+      ASSERT_TRUE(quantize_rows(reinterpret_cast<const std::byte*>(w.data()), DType::bf16, m, 0, rows).ok());
+      std::vector<float> row(cols), expected(cols), got(cols);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        dequantize_row(m, r, row.data());
+        if (format == QuantFormat::int4_group) split_group_order(row.data(), cols, expected.data());
+        else expected = row;
+        dequantize_row_split(m, r, got.data());
+        for (std::int64_t c = 0; c < cols; ++c) {
+          // the same product and sum, maybe contracted to one fused multiply-add in one of them
+          ASSERT_NEAR(got[c], expected[c], 2e-7f * (std::fabs(expected[c]) + 1.0f)) << "row " << r << " position " << c;
+        }
+      }
+    }
+  }
+}
+
+struct MatmulCase {
+  const char* format;  // "bf16" (in place) or a quantized format
+  std::int64_t out, in;
+  int n;
+  bool bias;
+};
+
+void PrintTo(const MatmulCase& c, std::ostream* os) {
+  *os << c.format << " " << c.out << " x " << c.in << ", " << c.n << " tokens" << (c.bias ? ", bias" : "");
+}
+
+class CpuMatmulShapes : public ::testing::TestWithParam<MatmulCase> {};
+
+TEST_P(CpuMatmulShapes, EqualsTheFloat64ProductOfTheSameWeights) {
+  const MatmulCase tc = GetParam();
+  const auto w16 = to_bf16(random_values(static_cast<std::size_t>(tc.out * tc.in), 11));
+  const auto x = random_values(static_cast<std::size_t>(tc.n) * tc.in, 12);
+  const auto bias = random_values(static_cast<std::size_t>(tc.out), 13);
+  cpu::WeightView view;
+  view.data = reinterpret_cast<const std::byte*>(w16.data());
+  view.dtype = DType::bf16;
+  view.rows = tc.out;
+  view.cols = tc.in;
+  QuantizedMatrix m;
+  const std::string format = tc.format;
+  if (format != "bf16") {
+    const QuantFormat f = format == "int8" ? QuantFormat::int8_row : format == "fp8" ? QuantFormat::fp8_row : QuantFormat::int4_group;
+    m = make_quantized(f, tc.out, tc.in);
+    ASSERT_TRUE(quantize_rows(view.data, DType::bf16, m, 0, tc.out).ok());
+    view.quant = &m;
+  }
+  std::vector<float> y(static_cast<std::size_t>(tc.n) * tc.out, NAN);
+  cpu::matmul(x.data(), view, tc.bias ? bias.data() : nullptr, y.data(), tc.n, 2);
+
+  // The reference: the weights the product stands for (load_row: bf16, or dequantize_row) times x,
+  // in float64. The bound: fp32 sums of at most in / 4 + 16 terms in sequence (vector lanes of 4 or
+  // more, then the lanes and the chunks), each rounding relative to the sum of |w x|.
+  std::vector<float> row(static_cast<std::size_t>(tc.in));
+  for (std::int64_t o = 0; o < tc.out; ++o) {
+    cpu::load_row(view, o, row.data());
+    for (int t = 0; t < tc.n; ++t) {
+      double ref = tc.bias ? bias[o] : 0.0, mag = tc.bias ? std::fabs(bias[o]) : 0.0;
+      for (std::int64_t c = 0; c < tc.in; ++c) {
+        const double p = static_cast<double>(row[c]) * x[static_cast<std::size_t>(t * tc.in + c)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double tol = static_cast<double>(tc.in / 4 + 16) * 0x1p-24 * mag;
+      ASSERT_NEAR(y[static_cast<std::size_t>(t * tc.out + o)], ref, tol) << "token " << t << " row " << o;
+    }
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<MatmulCase>& info) {
+  const MatmulCase& c = info.param;
+  return std::string(c.format) + "_" + std::to_string(c.out) + "x" + std::to_string(c.in) + "_n" + std::to_string(c.n) +
+         (c.bias ? "_bias" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuMatmulShapes,
+    ::testing::Values(
+        // one token (row by row), then blocks of tokens ending inside a block of 4
+        MatmulCase{"bf16", 9, 300, 1, true}, MatmulCase{"bf16", 9, 300, 2, false}, MatmulCase{"bf16", 9, 300, 5, true},
+        MatmulCase{"bf16", 4, 1, 3, false}, MatmulCase{"bf16", 1, 7, 4, true},
+        // columns across the 1,024-column chunks; rows ending inside a block of 4
+        MatmulCase{"bf16", 7, 2051, 6, false}, MatmulCase{"int8", 7, 2051, 6, true}, MatmulCase{"fp8", 5, 1100, 7, false},
+        MatmulCase{"int4", 5, 1100, 7, true}, MatmulCase{"int4", 6, 2051, 9, false},
+        // int4 with a last group of odd length, one and several tokens
+        MatmulCase{"int4", 3, 301, 1, false}, MatmulCase{"int4", 3, 301, 2, true}, MatmulCase{"int4", 11, 301, 17, false},
+        MatmulCase{"int8", 3, 301, 4, false}, MatmulCase{"fp8", 3, 301, 1, true}),
+    case_name);
+
+}  // namespace
+}  // namespace cosmos
