@@ -319,9 +319,7 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
           float mx = -INFINITY;
           for (int j = 0; j < len; ++j) {
             const float* kj = k_at(l, table[j / bs], j % bs) + static_cast<std::size_t>(kvh) * D;
-            float dot = 0.0f;
-            for (int d = 0; d < D; ++d) dot += qh[d] * kj[d];
-            scores[j] = dot * scale;
+            scores[j] = cpu::dot(qh, kj, D) * scale;
             mx = std::max(mx, scores[j]);
           }
           float sum = 0.0f;
@@ -331,7 +329,7 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
           for (int j = 0; j < len; ++j) {
             const float p = scores[j] / sum;
             const float* vj = v_at(l, table[j / bs], j % bs) + static_cast<std::size_t>(kvh) * D;
-            for (int d = 0; d < D; ++d) oh[d] += p * vj[d];
+            cpu::axpy(p, vj, oh, D);
           }
         }
       }

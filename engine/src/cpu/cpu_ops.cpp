@@ -11,14 +11,8 @@ namespace cosmos::cpu {
 
 namespace {
 
-COSMOS_SIMD_CLONES float dot(const float* a, const float* b, std::int64_t n) {
-  float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-  for (std::int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-
 constexpr int kRows = 4, kTok = 4;    // matmul's block of weight rows times tokens
+constexpr int kSub = 4;                // and of those blocks per pass over x
 constexpr std::int64_t kChunk = 1024;  // and its columns per pass
 
 // part[r * kTok + j] = sum over columns [c0, c0 + len) of w[r] * x[j]: 16 sums over one pass of
@@ -42,6 +36,18 @@ COSMOS_SIMD_CLONES void block_dot(const float* const (&w)[kRows], const float* c
 }
 
 }  // namespace
+
+COSMOS_SIMD_CLONES float dot(const float* a, const float* b, std::int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (std::int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+COSMOS_SIMD_CLONES void axpy(float a, const float* x, float* y, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
 
 COSMOS_SIMD_CLONES void load_row(const WeightView& w, std::int64_t row, float* dst) {
   if (w.quant) {
@@ -93,12 +99,13 @@ void matmul(const float* x, const WeightView& w, const float* bias, float* y, in
     }
     return;
   }
-  // Several tokens (a prompt, a batch): each thread converts a block of kRows weight rows to fp32
-  // (each weight byte is read once per call whatever n is) and multiplies it with the tokens kTok at
-  // a time, a chunk of kChunk columns at a time over all the tokens, so the rows' chunk (16 KB) stays
-  // in L1 and the tokens' chunk (n x 4 KB) in L2. The 16 sums of a 4 x 4 block are vectors in
-  // registers over a chunk: each load of x feeds four rows and each load of a row four tokens (8
-  // loads per 16 multiply-adds, where a row times a token took 2 per 1).
+  // Several tokens (a prompt, a batch): each thread converts a block of kSub x kRows weight rows to
+  // fp32 (each weight byte is read once per call whatever n is) and multiplies it with the tokens,
+  // kChunk columns at a time: for each kTok tokens (their chunk, 16 KB, stays in L1) every kRows rows
+  // of the block (their chunk, 16 KB, from L2). The 16 sums of a 4 x 4 block are vectors in registers
+  // over a chunk: each load of x feeds four rows and each load of a row four tokens (8 loads per 16
+  // multiply-adds, where a row times a token took 2 per 1); and x, which a long prompt keeps in L3
+  // (n x 4 KB a chunk), is read once per 16 rows.
   // int4 rows are dequantized in group-split order (cosmos/quant.h: a loop that vectorizes), so x
   // is put in that order too.
   std::vector<float> x_split;  // [n, in] x in group-split order (int4 only)
@@ -107,35 +114,41 @@ void matmul(const float* x, const WeightView& w, const float* bias, float* y, in
     for (int t = 0; t < n; ++t) split_group_order(x + static_cast<std::int64_t>(t) * in, in, x_split.data() + static_cast<std::int64_t>(t) * in);
     x = x_split.data();
   }
+  constexpr int kBlockRows = kSub * kRows;
   const int blocks = (n + kTok - 1) / kTok;
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<float> rows(static_cast<std::size_t>(kRows) * in);            // [kRows, in] fp32 copy of a block of weight rows
-    std::vector<float> acc(static_cast<std::size_t>(blocks) * kRows * kTok);  // [blocks, kRows, kTok] sums so far
+    std::vector<float> rows(static_cast<std::size_t>(kBlockRows) * in);            // [kBlockRows, in] fp32 copy of a block of weight rows
+    std::vector<float> acc(static_cast<std::size_t>(blocks) * kBlockRows * kTok);  // [blocks, kBlockRows, kTok] sums so far
 #pragma omp for schedule(static)
-    for (std::int64_t o0 = 0; o0 < out; o0 += kRows) {
-      const int nr = static_cast<int>(std::min<std::int64_t>(kRows, out - o0));
+    for (std::int64_t o0 = 0; o0 < out; o0 += kBlockRows) {
+      const int nr = static_cast<int>(std::min<std::int64_t>(kBlockRows, out - o0));
+      const int subs = (nr + kRows - 1) / kRows;
       for (int r = 0; r < nr; ++r) {
         float* dst = rows.data() + static_cast<std::int64_t>(r) * in;
         if (w.quant) dequantize_row_split(*w.quant, o0 + r, dst);
         else load_row(w, o0 + r, dst);
       }
-      const float* wr[kRows];  // a block past the last row repeats its first (those sums are dropped)
-      for (int r = 0; r < kRows; ++r) wr[r] = rows.data() + static_cast<std::int64_t>(r < nr ? r : 0) * in;
+      const float* wr[kSub][kRows];  // a sub-block past the last row repeats its first (those sums are dropped)
+      for (int sb = 0; sb < subs; ++sb) {
+        for (int r = 0; r < kRows; ++r) wr[sb][r] = rows.data() + static_cast<std::int64_t>(sb * kRows + r < nr ? sb * kRows + r : sb * kRows) * in;
+      }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (std::int64_t c0 = 0; c0 < in; c0 += kChunk) {
         const std::int64_t len = std::min(kChunk, in - c0);
         for (int b = 0; b < blocks; ++b) {
           const float* xt[kTok];  // likewise past the last token
           for (int j = 0; j < kTok; ++j) xt[j] = x + static_cast<std::int64_t>(std::min(b * kTok + j, n - 1)) * in;
-          float part[kRows * kTok];
-          block_dot(wr, xt, c0, len, part);
-          float* a = acc.data() + static_cast<std::size_t>(b) * kRows * kTok;
-          for (int i = 0; i < kRows * kTok; ++i) a[i] += part[i];
+          for (int sb = 0; sb < subs; ++sb) {
+            float part[kRows * kTok];
+            block_dot(wr[sb], xt, c0, len, part);
+            float* a = acc.data() + (static_cast<std::size_t>(b) * kSub + sb) * kRows * kTok;
+            for (int i = 0; i < kRows * kTok; ++i) a[i] += part[i];
+          }
         }
       }
       for (int t = 0; t < n; ++t) {
-        const float* a = acc.data() + static_cast<std::size_t>(t / kTok) * kRows * kTok + t % kTok;
+        const float* a = acc.data() + static_cast<std::size_t>(t / kTok) * kBlockRows * kTok + t % kTok;
         for (int r = 0; r < nr; ++r) y[static_cast<std::int64_t>(t) * out + o0 + r] = a[r * kTok] + (bias ? bias[o0 + r] : 0.0f);
       }
     }

@@ -20,6 +20,12 @@ struct WeightView {
   const QuantizedMatrix* quant = nullptr;
 };
 
+// The sum of a[i] * b[i] over [0, n) (vector partial sums: the order is the vector width's).
+float dot(const float* a, const float* b, std::int64_t n);
+
+// y[0, n) += a * x[0, n).
+void axpy(float a, const float* x, float* y, std::int64_t n);
+
 // dst[0..n) = fp32 of src row `row` (n = cols); quantized weights are dequantized.
 void load_row(const WeightView& w, std::int64_t row, float* dst);
 
