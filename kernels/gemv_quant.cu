@@ -205,6 +205,7 @@ struct Plan {
   int items = 0;
   int warps = kWarps;  // per block
   bool sums = false;   // int8 / fp8: this shape has a kSums kernel (taken when args.x_div is set)
+  bool x16 = false;    // this shape has a kX16 kernel (taken when args.x16 is set)
 };
 
 template <typename F>
@@ -213,7 +214,8 @@ Plan plan_fmt(const QGemvArgs& a) {
   const bool norm = a.norm_weight != nullptr;
   const int outs = a.swiglu ? a.rows / 2 : a.rows;
   const DeviceShape dev = device_shape();
-  const bool vec = a.cols % F::kAlign == 0 && aligned16(a.w.q) && aligned16(a.x) && (!norm || aligned16(a.norm_weight));
+  const void* xin = a.x16 ? static_cast<const void*>(a.x16) : static_cast<const void*>(a.x);
+  const bool vec = a.cols % F::kAlign == 0 && aligned16(a.w.q) && aligned16(xin) && (!norm || aligned16(a.norm_weight));
   const std::size_t x_bytes = static_cast<std::size_t>(a.cols) * sizeof(float);
   const std::size_t x_staged = static_cast<std::size_t>(F::kCols / 4) * staged_plane(a.cols / F::kCols, F::kCols / 4) * 16;
   const std::size_t sum_bytes = F::kGroups ? static_cast<std::size_t>(quant_groups(a.cols)) * sizeof(float) : 0;
@@ -345,8 +347,11 @@ Plan plan_fmt(const QGemvArgs& a) {
     if (!narrow && big_i4) {
       w16 = true;
       pl.warps = 2 * kWarps;
+      pl.x16 = pipe;  // (x16: the same kernels staging a bf16 x, kernels/gemv_quant_x16.cuh)
       if (!pipe) pl.kernel = gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, false, 2 * kWarps>;
+      else if (a.cols == kModelFfCols && a.x16) pl.kernel = gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, true, 2 * kWarps, kModelFfCols, false, false, true>;
       else if (a.cols == kModelFfCols) pl.kernel = gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, true, 2 * kWarps, kModelFfCols>;
+      else if (a.x16) pl.kernel = gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, true, 2 * kWarps, 0, false, false, true>;
       else pl.kernel = gemv_q_vec<I4D, false, false, kXSmemBig, 2, 8, true, 2 * kWarps>;
     }
   }
@@ -355,6 +360,14 @@ Plan plan_fmt(const QGemvArgs& a) {
     pl.kernel = a.swiglu ? pick<F, true, true>(vec, stage, rows, loads, pipe) : pick<F, true, false>(vec, stage, rows, loads, pipe);
   } else {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
+  }
+  // int8 / fp8 down projection (x staged at 2 blocks per SM, pipelined, 2 rows and 8 loads): its
+  // kX16 twin for a bf16 x.
+  if constexpr (!F::kGroups) {
+    if (vec && !norm && !a.swiglu && !q8n && stage == kXSmemBig && rows == 2 && loads == 8 && pipe) {
+      pl.x16 = true;
+      if (a.x16) pl.kernel = gemv_q_vec<F, false, false, kXSmemBig, 2, 8, true, kWarps, 0, false, false, true>;
+    }
   }
   // int8 / fp8 o taking the decode attention's sums (QGemvArgs::x_div, long-context graphs): the
   // automatic o shape (x staged, 2 rows per item or 1 by QGemvArgs::sums_rows, 4 loads, no pipelined
@@ -415,6 +428,8 @@ std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
   const Plan pl = plan_fmt<F>(a);
   // only int4 o's long-context kernel and the 8-bit kSums kernel divide sums
   if (a.x_div && (std::is_same_v<F, I4> ? pl.knobs.wide != 1 : !pl.sums)) return 0;
+  // only the down-shaped kernels take a bf16 x; a bf16 y only with SwiGLU
+  if ((a.x16 && (!pl.x16 || a.x_div)) || (a.y16 && !a.swiglu)) return 0;
   if (pl.knobs.mma != 0) return launch_gemv_q4_mma(a, pl.knobs.mma, pl.knobs.mma_tile_warps, stream);
   QParams p = params_of(a);
   p.items = pl.items;
@@ -443,6 +458,16 @@ bool gemv_quant_takes_sums(const QGemvArgs& a) {
     case QuantKind::int8_row: return plan_fmt<I8>(a).sums;
     case QuantKind::fp8_row: return plan_fmt<F8>(a).sums;
     case QuantKind::int4_group: return plan_fmt<I4>(a).knobs.wide == 1;
+  }
+  return false;
+}
+
+bool gemv_quant_takes_x16(const QGemvArgs& a) {
+  if (a.rows <= 0 || a.cols <= 0 || a.swiglu || a.norm_weight || a.x_div) return false;
+  switch (a.w.kind) {
+    case QuantKind::int8_row: return plan_fmt<I8>(a).x16;
+    case QuantKind::fp8_row: return plan_fmt<F8>(a).x16;
+    case QuantKind::int4_group: return plan_fmt<I4>(a).x16;
   }
   return false;
 }

@@ -23,6 +23,7 @@ struct QParams {
   const std::uint16_t* bias;  // bf16 bits
   const float* residual;      // may alias y: not restrict
   float* y;
+  std::uint16_t* y16;      // SwiGLU: the outputs as bf16 bits here instead of y (QGemvArgs::y16), or null
   const std::uint16_t* g;  // norm weight, bf16 bits
   float eps;
   int rows, cols, outs;
@@ -42,11 +43,12 @@ inline QParams params_of(const QGemvArgs& a) {
   p.row_scale = a.w.row_scale;
   p.gs = a.w.group_scale;
   p.gm = a.w.group_min;
-  p.x = a.x;
+  p.x = a.x16 ? reinterpret_cast<const float*>(a.x16) : a.x;  // (bf16 x: the kX16 kernels read it so)
   p.xdiv = a.x_div;
   p.bias = reinterpret_cast<const std::uint16_t*>(a.bias);
   p.residual = a.residual;
   p.y = a.y;
+  p.y16 = reinterpret_cast<std::uint16_t*>(a.y16);
   p.g = reinterpret_cast<const std::uint16_t*>(a.norm_weight);
   p.eps = a.norm_eps;
   p.rows = a.rows;
@@ -64,8 +66,8 @@ inline std::size_t bytes_moved(const QGemvArgs& a) {
   const std::size_t r = static_cast<std::size_t>(a.rows), c = static_cast<std::size_t>(a.cols),
                     n = static_cast<std::size_t>(a.swiglu ? a.rows / 2 : a.rows);
   const std::size_t scales = a.w.kind == QuantKind::int4_group ? r * quant_groups(a.cols) * 4 : r * 4;
-  return r * quant_row_bytes(a.w.kind, a.cols) + scales + c * 4 + (a.norm_weight ? c * 2 : 0) + (a.bias ? r * 2 : 0) +
-         (a.residual ? n * 4 : 0) + n * 4 + (a.x_div ? 2 * quant_groups(a.cols) * 4 : 0);
+  return r * quant_row_bytes(a.w.kind, a.cols) + scales + c * (a.x16 ? 2 : 4) + (a.norm_weight ? c * 2 : 0) +
+         (a.bias ? r * 2 : 0) + (a.residual ? n * 4 : 0) + n * (a.y16 ? 2 : 4) + (a.x_div ? 2 * quant_groups(a.cols) * 4 : 0);
 }
 
 __device__ __forceinline__ float bf16f(unsigned bits) { return __uint_as_float(bits << 16); }

@@ -14,7 +14,8 @@ __device__ __forceinline__ void finish(const QParams& p, int r0, float a0, float
     }
     float v = gate / (1.0f + expf(-gate)) * up;
     if (p.residual) v += __ldcg(p.residual + r0);
-    p.y[r0] = v;
+    if (p.y16) p.y16[r0] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    else p.y[r0] = v;
   } else {
     float v0 = a0, v1 = a1;
     if (p.bias) {

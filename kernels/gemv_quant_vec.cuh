@@ -6,6 +6,7 @@
 
 #include "kernels/gemv_quant_parts.cuh"  // warp_sum4, kMinBlocks, staged_plane
 #include "kernels/gemv_quant_sums.cuh"   // the kSums instantiations and int4's wide o kernel
+#include "kernels/gemv_quant_x16.cuh"    // kX16: x given as bf16
 
 // Vector path. Shared memory: kStage != kXL1: x (times the norm weight when kNorm, whose 1 / rms the
 // epilogue applies; pre-scaled for int4) as [kP][ps] float4 (float4 k of vector i at k * ps + i: a
@@ -13,13 +14,16 @@
 // 2^(K - 149)) [groups].
 // kWide: built for 2 blocks per SM (128 registers) whatever the weights take, x staged in batches of 4
 // (int4 o at a long context, see narrow_kernel in gemv_quant.cu). kSums: int8 / fp8 with x as the
-// decode attention's sums, divided after the staging (kernels/gemv_quant_sums.cuh).
+// decode attention's sums, divided after the staging (kernels/gemv_quant_sums.cuh). kX16: x given as
+// bf16 (QGemvArgs::x16), staged as the fp32 x is (kernels/gemv_quant_x16.cuh); the big staging only.
 template <typename F, bool kNorm, bool kSwiglu, int kStage, int kR, int kU, bool kPipe, int kBW = kWarps, int kFixedCols = 0,
-          bool kWide = false, bool kSums = false>
+          bool kWide = false, bool kSums = false, bool kX16 = false>
 __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR, kU> * kWarps / kBW) gemv_q_vec(const QParams p) {
   constexpr int kNW = kBW, kNT = kBW * 32;  // warps and threads of this kernel's blocks
   constexpr bool kSt = kStage != kXL1;
   static_assert(!kSums || (!F::kGroups && kSt && !kNorm && !kSwiglu), "kSums: 8-bit, x staged, no norm, no SwiGLU");
+  static_assert(!kX16 || (kStage == kXSmemBig && !kNorm && !kSwiglu && !kSums && !kWide && (F::kDp || !F::kGroups)),
+                "kX16: the big staging, no norm, no SwiGLU, no sums; int4 by integer dot products");
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
   // Staged planes: kP of float4s, or with kDp (x as 16-bit fixed point) kWords of uint4s.
   constexpr int kPl = F::kDp ? F::kWords : kP;
@@ -261,7 +265,18 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
   // product took 19.5 -> 27.4 us alone (int8; not analysed).
   if constexpr (kNorm || kSt || F::kGroups || F::kOffset) {
     float ss = 0.0f;
-    if constexpr (F::kGroups) {
+    if constexpr (kX16) {
+      // (8-bit: 5 loads per batch, 9.25 per thread on the down product's 18,944 columns)
+      const uint4* x8 = reinterpret_cast<const uint4*>(p.x);
+      if constexpr (F::kGroups) {
+        gemv_quant_x16::stage_dp<kB, kNT, F::kWords>(x8, cols >> 3, reinterpret_cast<uint4*>(smem), ps, xscale, xsum);
+      } else {
+        xs = gemv_quant_x16::stage_plain<5, kNT>(x8, cols >> 3, stage_at, [](float4 v) {
+          if constexpr (F::kPrescale) return F::prescale(v, false);
+          else return v;
+        });
+      }
+    } else if constexpr (F::kGroups) {
       bool first = true;
       for (int f0 = threadIdx.x; f0 < n4; f0 += kB * kNT) {
         float4 v[kB];
@@ -571,7 +586,8 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
       if (lane < kOuts && (kOuts == 1 || o < p.outs)) {  // (one output per item: t < items = outputs)
         v = v / (1.0f + expf(-v)) * up;
         if (p.residual) v += kEpiRegs ? eres : epi[warp][lane][1];
-        p.y[o] = v;
+        if (p.y16) p.y16[o] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        else p.y[o] = v;
       }
     } else {
       const int row = kR * t + lane;

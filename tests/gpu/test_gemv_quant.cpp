@@ -74,6 +74,9 @@ struct Case {
   int rows, cols;
   bool bias, residual, alias, norm, swiglu, misalign;
   bool long_context = false;  // QGemvArgs::long_context (int4 o: the 2-blocks-per-SM kernel)
+  // bf16 activations: with SwiGLU y as bf16 (QGemvArgs::y16), else x as bf16 (QGemvArgs::x16; only the
+  // down-shaped kernels take it, every other launch must refuse it and write nothing)
+  bool act16 = false;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -85,6 +88,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.swiglu) s += "_swiglu";
   if (c.misalign) s += "_misaligned";
   if (c.long_context) s += "_long";
+  if (c.act16) s += c.swiglu ? "_y16" : "_x16";
   return s;
 }
 
@@ -100,6 +104,12 @@ void run_case(const Case& c) {
   for (auto& v : g) v = f_to_bf16(1.0f + 0.5f * rng.next());
   for (auto& v : x) v = 3.0f * rng.next();  // the norm input is not unit-scale
   for (auto& v : residual) v = rng.next();
+  const bool x16 = c.act16 && !c.swiglu, y16 = c.act16 && c.swiglu;
+  std::vector<std::uint16_t> xb;  // x16: x as bf16, the reference's x its exact values
+  if (x16) {
+    for (auto& v : x) xb.push_back(f_to_bf16(v));
+    for (int i = 0; i < c.cols; ++i) x[i] = bf16_to_f(xb[i]);
+  }
 
   // float64 reference and per-output bounds (see the top comment)
   std::vector<double> xn(c.cols);
@@ -151,6 +161,7 @@ void run_case(const Case& c) {
   DevQuant dw;
   DevBuf<std::uint16_t> db, dg;
   DevBuf<float> dx, dres, dy;
+  DevBuf<std::uint16_t> dx16, dy16;
   constexpr int kGuard = 64;  // poisoned floats after y: nothing may be written there
   dw.upload(hq.m, c.misalign ? 1 : 0);
   db.alloc(c.rows);
@@ -162,6 +173,11 @@ void run_case(const Case& c) {
   dres.alloc(outs);
   dres.upload(residual);
   dy.alloc(outs, 0, kGuard);
+  if (x16) {
+    dx16.alloc(c.cols, c.misalign ? 1 : 0);
+    dx16.upload(xb);
+  }
+  if (y16) dy16.alloc(outs, 0, kGuard);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
 
@@ -219,6 +235,9 @@ void run_case(const Case& c) {
     SCOPED_TRACE(trace);
     kernels::set_pdl_enabled(pdl);
     ASSERT_EQ(cudaMemset(dy.ptr, 0xFF, (outs + kGuard) * sizeof(float)), cudaSuccess);  // NaN poison
+    if (y16) {
+      ASSERT_EQ(cudaMemset(dy16.ptr, 0xFF, (outs + kGuard) * sizeof(std::uint16_t)), cudaSuccess);
+    }
     if (c.alias) dy.upload(residual);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     kernels::QGemvArgs a;
@@ -233,27 +252,53 @@ void run_case(const Case& c) {
     a.norm_eps = eps;
     a.swiglu = c.swiglu;
     a.long_context = c.long_context;
+    if (x16) {
+      a.x = nullptr;
+      a.x16 = reinterpret_cast<const __nv_bfloat16*>(dx16.ptr);
+    }
+    if (y16) {
+      a.y = nullptr;
+      a.y16 = reinterpret_cast<__nv_bfloat16*>(dy16.ptr);
+    }
+    // x16: the automatic plan of a down shape (x staged at 2 blocks per SM: more than 16 KB of x,
+    // two blocks' worth fitting beside each other) takes it; others must refuse it untouched.
+    const bool takes = !x16 || kernels::gemv_quant_takes_x16(a);
+    if (x16 && run.record) {
+      EXPECT_EQ(takes, c.cols * 4 > 16 * 1024 && c.cols * 4 < 100 * 1024);
+    }
     const std::size_t bytes = kernels::launch_gemv_quant(a, stream);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    if (!takes) {
+      EXPECT_EQ(bytes, 0u);
+      const std::vector<float> y0 = dy.download(outs);
+      for (int o = 0; o < outs; ++o)
+        ASSERT_TRUE(c.alias ? y0[o] == residual[o] : std::isnan(y0[o])) << "a launch that refused x16 wrote y[" << o << "]";
+      continue;
+    }
     EXPECT_GE(bytes, hq.m.bytes());
-    const std::vector<float> y = dy.download(outs + kGuard);
+    std::vector<float> y = dy.download(outs + kGuard);
+    if (y16) {
+      const std::vector<std::uint16_t> yb = dy16.download(outs + kGuard);
+      for (int o = 0; o < outs + kGuard; ++o) y[o] = bf16_to_f(yb[o]);
+    }
     double num = 0, den = 0, worst = 0;
     int bad = 0;
     for (int o = 0; o < outs; ++o) {
       ASSERT_FALSE(std::isnan(y[o])) << "output " << o << " not written";
       const double d = std::fabs(y[o] - ref[o]);
-      worst = std::max(worst, d / tol[o]);
-      if (d > tol[o] && ++bad <= 5)
-        ADD_FAILURE() << "output " << o << ": " << y[o] << " vs " << ref[o] << " (error " << d << " > bound " << tol[o]
-                      << ")";
+      // y16: the fp32 output's rounding to bf16, at most 2^-8 of it (u of an 8-bit significand)
+      const double t = y16 ? tol[o] + 0x1p-8 * (std::fabs(ref[o]) + tol[o]) : tol[o];
+      worst = std::max(worst, d / t);
+      if (d > t && ++bad <= 5)
+        ADD_FAILURE() << "output " << o << ": " << y[o] << " vs " << ref[o] << " (error " << d << " > bound " << t << ")";
       num += d * d;
       den += ref[o] * ref[o];
     }
     for (int k = 0; k < kGuard; ++k) ASSERT_TRUE(std::isnan(y[outs + k])) << "write past the end, at +" << k;
     const double rel = std::sqrt(num / std::max(den, 1e-30));
     if (outs >= 16) {  // (a handful of outputs: the per-output bounds alone)
-      EXPECT_LT(rel, c.fmt == QuantFormat::int4_group ? 1e-4 : 1e-5);
+      EXPECT_LT(rel, y16 ? 3e-3 : c.fmt == QuantFormat::int4_group ? 1e-4 : 1e-5);  // (bf16 y: 2^-8 at most)
     }
     if (run.record) {
       std::printf("[ measured ] %s %dx%d pdl %s: relative L2 error %.3g, worst error / bound %.3g\n", fmt_name(c.fmt),
@@ -316,6 +361,14 @@ std::vector<Case> all_cases() {
       {F::int8_row, 48, 30080, false, true, true, false, false, false},   // x through L1, several steps
       {F::int8_row, 10, 3584, true, true, true, true, true, false},       // int4, 4 rows per item: 5 outputs of SwiGLU
       {F::int8_row, 6, 7168, true, true, false, false, false, false},     // int4, 4 rows per item: a half last item
+      // bf16 activations (act16): the one-token MLP's gate/up writing bf16, the down product staging it
+      {F::int8_row, 37888, 3584, false, false, false, true, true, false, false, true},  // gate/up, y16
+      {F::int8_row, 600, 1024, true, true, true, false, true, false, false, true},    // swiglu + bias + residual, y16
+      {F::int8_row, 74, 130, true, true, true, true, true, false, false, true},       // element-wise, y16
+      {F::int8_row, 3584, 18944, false, true, true, false, false, false, false, true},  // down + residual, x16
+      {F::int8_row, 3584, 4224, false, true, false, false, false, false, false, true},  // one step, x16
+      {F::int8_row, 48, 30080, false, true, true, false, false, false, false, true},   // x through L1: refuses x16
+      {F::int8_row, 3584, 3584, false, true, true, false, false, false, false, true},  // x staged at 4 blocks per SM: refuses
   };
   std::vector<Case> v;
   for (const F f : {F::int8_row, F::fp8_row, F::int4_group}) {

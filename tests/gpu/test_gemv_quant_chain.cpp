@@ -35,7 +35,8 @@ using namespace gemv_quant_test;  // NOLINT(google-build-using-namespace): this 
 // 1e-4) covers fp32 rounding carried through iterations, far below one stale or missing input.
 // Knob sets for the chains: the automatic ones; everything on (1 row per item, 8 loads, pipelined,
 // l2_next, x staged at 2 blocks per SM); everything off (2 rows, 4 loads, x through L1); int4 on
-// tensor cores (int8 / fp8: automatic).
+// tensor cores (int8 / fp8: automatic); the automatic ones with act in bf16 (variant 4: the engine's
+// one-token MLP, QGemvArgs::y16 and x16; the reference rounds act to bf16 too).
 kernels::QGemvTuning chain_tuning(int variant) {
   if (variant == 1) return kernels::QGemvTuning{1, 8, 1, 1, 1, 0, 0, -1};
   if (variant == 2) return kernels::QGemvTuning{2, 4, 0, 0, 0, 0, 0, -1};
@@ -45,6 +46,7 @@ kernels::QGemvTuning chain_tuning(int variant) {
 
 void run_chain(QuantFormat fmt, bool graph, int variant) {
   const int H = 3584, R1 = 4608, F = 4224, iters = 3;
+  const bool act16 = variant == 4;
   const float eps = 1e-6f;
   Rng rng(graph ? 77 : 78);
   const HostQuant q1(fmt, R1, H, rng), q2(fmt, H, H, rng), q3(fmt, 2 * F, H, rng), q4(fmt, H, F, rng);
@@ -90,13 +92,15 @@ void run_chain(QuantFormat fmt, bool graph, int variant) {
       const std::vector<double> gu = matvec(w3, 2 * F, H, rmsnorm(x, g2));
       std::vector<double> act(F);
       for (int j = 0; j < F; ++j) act[j] = gu[j] / (1 + std::exp(-gu[j])) * gu[F + j];
+      if (act16)
+        for (double& v : act) v = bf16_to_f(f_to_bf16(static_cast<float>(v)));
       const std::vector<double> d4 = matvec(w4, H, F, act);
       for (int i = 0; i < H; ++i) x[i] += d4[i];
     }
   }
 
   DevQuant dw1, dw2, dw3, dw4;
-  DevBuf<std::uint16_t> db1, dg1, dg2;
+  DevBuf<std::uint16_t> db1, dg1, dg2, dact16;
   DevBuf<float> dx, dy1, dact;
   dw1.upload(q1.m);
   dw2.upload(q2.m);
@@ -112,7 +116,16 @@ void run_chain(QuantFormat fmt, bool graph, int variant) {
   dx.upload(x0);
   dy1.alloc(R1);  // NaN-poisoned by alloc
   dact.alloc(F);  // likewise
+  dact16.alloc(F);
   auto bf = [](const DevBuf<std::uint16_t>& b) { return reinterpret_cast<const __nv_bfloat16*>(b.ptr); };
+  kernels::QGemvArgs probe;  // the down product of variant 4 must take its bf16 act
+  probe.w = dw4.mat;
+  probe.rows = H;
+  probe.cols = F;
+  if (act16) {
+    kernels::set_gemv_quant_tuning({});
+    ASSERT_TRUE(kernels::gemv_quant_takes_x16(probe));
+  }
 
   kernels::set_pdl_enabled(true);
   kernels::set_gemv_quant_tuning(chain_tuning(variant));
@@ -147,6 +160,10 @@ void run_chain(QuantFormat fmt, bool graph, int variant) {
       c.norm_weight = bf(dg2);
       c.norm_eps = eps;
       c.swiglu = true;
+      if (act16) {
+        c.y = nullptr;
+        c.y16 = reinterpret_cast<__nv_bfloat16*>(dact16.ptr);
+      }
       kernels::launch_gemv_quant(c, stream);
       kernels::QGemvArgs d;
       d.w = dw4.mat;
@@ -155,6 +172,10 @@ void run_chain(QuantFormat fmt, bool graph, int variant) {
       d.y = dx.ptr;
       d.rows = H;
       d.cols = F;
+      if (act16) {
+        d.x = nullptr;
+        d.x16 = bf(dact16);
+      }
       kernels::launch_gemv_quant(d, stream);
     }
   };
@@ -202,7 +223,7 @@ TEST_P(GpuGemvQuantChain, DependentLaunchesWithPdlSeeTheirInputs) {
 }
 
 std::string chain_name(const ::testing::TestParamInfo<std::tuple<QuantFormat, bool, int>>& i) {
-  static const char* const kVariant[] = {"_auto", "_knobs_on", "_knobs_off", "_tensor_cores"};
+  static const char* const kVariant[] = {"_auto", "_knobs_on", "_knobs_off", "_tensor_cores", "_act16"};
   return std::string(fmt_name(std::get<0>(i.param))) + (std::get<1>(i.param) ? "_graph" : "_eager") +
          kVariant[std::get<2>(i.param)];
 }
@@ -210,7 +231,7 @@ std::string chain_name(const ::testing::TestParamInfo<std::tuple<QuantFormat, bo
 INSTANTIATE_TEST_SUITE_P(Chains, GpuGemvQuantChain,
                          ::testing::Combine(::testing::Values(QuantFormat::int8_row, QuantFormat::fp8_row,
                                                               QuantFormat::int4_group),
-                                            ::testing::Bool(), ::testing::Values(0, 1, 2, 3)),
+                                            ::testing::Bool(), ::testing::Values(0, 1, 2, 3, 4)),
                          chain_name);
 
 }  // namespace

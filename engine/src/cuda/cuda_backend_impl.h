@@ -178,8 +178,10 @@ class CudaBackend final : public Backend {
   // y = x W^T (+ bias) (+ residual). One token: gemv, optionally with the RMSNorm (norm_w) and
   // SwiGLU fused; several: cuBLASLt (x low precision, bias must be null, residual == y) or the
   // reference matmul.
+  // act16 (one token, quantized w, act16_): with swiglu, y receives bf16 outputs; without, x holds bf16.
   Status linear(const void* x, const DevMatrix& w, kernels::ElemType wtype, const void* bias, const float* residual,
-                float* y, int n, int rows, int cols, const void* norm_w = nullptr, bool swiglu = false);
+                float* y, int n, int rows, int cols, const void* norm_w = nullptr, bool swiglu = false,
+                bool act16 = false);
   // One token with fused_mlp_: o (+ residual into x_, a copy into xm_), then the fused MLP into x_.
   // sums: the attention's output as sums (att_sums_, the layer's set), else null: att_.
   Status o_and_fused_mlp(const CudaLayer& L, const float* sums);
@@ -188,6 +190,9 @@ class CudaBackend final : public Backend {
   // Whether the fused decode MLP runs (and the down weights are stored transposed), and the
   // transpose scratch it needs while loading (released at the end of load()).
   void choose_fused_mlp();
+  // Sets act16_ at load: quantized one-token steps keep the SwiGLU output in bf16 (COSMOS_ACT16=0:
+  // fp32; the log says which).
+  void choose_act16();
   // Whether one-token steps leave the decode attention's merge to the o product (att_sums_); after
   // choose_fused_mlp().
   Status choose_att_sums();
@@ -332,6 +337,9 @@ class CudaBackend final : public Backend {
   // bf16/fp16 decode: each layer's MLP as one kernel (kernels/mlp_decode.cuh), the down weights
   // stored transposed; set at load (COSMOS_FUSED_MLP=0 turns it off, the log says which).
   bool fused_mlp_ = false;
+  // Quantized one-token steps: the gate/up product writes the SwiGLU output (act_) as bf16 and the
+  // down product stages it from there, half the loads of fp32 (kernels/gemv_quant_x16.cuh).
+  bool act16_ = false;
   float* xm_ = nullptr;  // [hidden] fp32: the fused MLP's input, the o product's copy of x_
   // One-token steps with the fused MLP: per layer the decode attention's output as sums
   // (kernels/decode_attention.cuh, DecodeAttentionSums), which that layer's o product divides while

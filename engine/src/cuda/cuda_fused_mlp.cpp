@@ -119,6 +119,25 @@ void CudaBackend::choose_fused_mlp() {
   spdlog::info("cuda backend: decode MLP as one fused kernel per layer (COSMOS_FUSED_MLP=0: two kernels, bit-reproducible)");
 }
 
+void CudaBackend::choose_act16() {
+  act16_ = false;
+  if (!quant_ || reference_math_ || fused_mlp_ || layers_.empty() || !layers_[0].down.quantized) return;
+  kernels::QGemvArgs d;  // the one-token down product (its inputs are not read here)
+  d.w = layers_[0].down.qm;
+  d.rows = config_.hidden_size;
+  d.cols = config_.intermediate_size;
+  if (!kernels::gemv_quant_takes_x16(d)) {
+    spdlog::info("cuda backend: one-token MLP activations in fp32 (no bf16-input down kernel for {} columns)", d.cols);
+    return;
+  }
+  if (const char* env = std::getenv("COSMOS_ACT16"); env && std::string_view(env) == "0") {
+    spdlog::info("cuda backend: one-token MLP activations in fp32 (COSMOS_ACT16=0)");
+    return;
+  }
+  act16_ = true;
+  spdlog::info("cuda backend: one-token MLP activations in bf16, as Hugging Face keeps them (COSMOS_ACT16=0: fp32)");
+}
+
 Status CudaBackend::choose_att_sums() {
   att_sums_ = nullptr;
   att_sums_stride_ = 0;

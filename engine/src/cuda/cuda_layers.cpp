@@ -185,7 +185,7 @@ Status CudaBackend::gemm_product(const void* x, const DevMatrix& w, ElemType wty
 }
 
 Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, const void* bias, const float* residual,
-                           float* y, int n, int rows, int cols, const void* norm_w, bool swiglu) {
+                           float* y, int n, int rows, int cols, const void* norm_w, bool swiglu, bool act16) {
   if (w.transposed && (n == 1 || reference_math_))
     return fail(make_error(ErrorCategory::internal, "backend.cuda", "a transposed matrix outside a GEMM"));
   if (n == 1) {
@@ -203,7 +203,17 @@ Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, co
       a.norm_eps = eps;
       a.swiglu = swiglu;
       a.long_context = long_context_;
-      kernels::launch_gemv_quant(a, stream_);
+      if (act16 && swiglu) {
+        a.y16 = static_cast<bf16*>(static_cast<void*>(y));
+        a.y = nullptr;
+      } else if (act16) {
+        a.x16 = static_cast<const bf16*>(x);
+        a.x = nullptr;
+      }
+      if (kernels::launch_gemv_quant(a, stream_) == 0 && act16)
+        return fail(make_error(ErrorCategory::internal, "backend.cuda",
+                               std::string("the one-token ") + (swiglu ? "gate/up" : "down") +
+                                   " product refused its bf16 activations"));
     } else if (wtype == ElemType::f16) {
       launch_gemv_as<__half>(x, w.data, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
     } else {
@@ -448,7 +458,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     // MLP block (one token: norm and SwiGLU run inside the gate/up product).
     if (N == 1) {
       if (auto st = linear(x_, L.gate_up, wtype_, nullptr, nullptr, static_cast<float*>(act_), 1, 2 * FF, H,
-                           L.post_norm_w, true);
+                           L.post_norm_w, true, act16_);
           !st)
         return st;
     } else {
@@ -470,7 +480,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
         profile_.mark(PassProfile::swiglu, 0, n * FF * 3 * half);
       }
     }
-    if (auto st = linear(act_, L.down, wtype_, nullptr, x_, x_, N, H, FF); !st) return st;
+    if (auto st = linear(act_, L.down, wtype_, nullptr, x_, x_, N, H, FF, nullptr, false, act16_ && N == 1); !st) return st;
     profile_.mark(PassProfile::down, mm * H * FF, 0);
   }
   // Final norm of the rows that get logits, then lm_head. One row with a bf16 or quantized lm_head:

@@ -486,6 +486,7 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     }
   }
   TRY(choose_att_sums());
+  choose_act16();
   choose_prefill_attention();
   choose_fused_swiglu();
   choose_qsmall();
