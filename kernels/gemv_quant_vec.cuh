@@ -201,15 +201,13 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
   // barrier also publishes the staging). (kB: 4 in the 8-bit big staging, 5 in int4's (the down
   // projection's 18,944 columns on 512 threads in 2 batches instead of 3: int4 decode @0 726.5 ->
   // 730.3 tok/s, @4096 585.0 -> 589.1, session 39's engine A/B, means of 2 rounds; 122 registers,
-  // no spills), 4 in the int4 kernels built for
-  // the 7B width at 4 rows and in o's wide kernel, 2 in o's (2 rows, 64 registers), else 1: kB = 2 in the generic int4
-  // 64-register kernels made them spill, gate/up 26.4 -> 31.3 us. Copying x into shared memory with
-  // cp.async instead, every copy in flight at once and no register held, measured 1.5-2.3x slower
-  // on every staged matrix in sessions 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6.
-  // Half the bytes, the down projection's x read as bf16 in a timing-only build (session 31): with 4
-  // loads per batch, int8 19.6 -> 28.7 us; with 12, as many as ptxas keeps in flight here (it unrolls
-  // this loop to 3 batches), int8 / fp8 0.1-0.45 us faster and int4 0.3 slower: the staging is
-  // bound by loads in flight, not bytes.)
+  // no spills), 4 in the int4 kernels built for the 7B width at 4 rows and in o's wide kernel, 2 in
+  // o's (2 rows, 64 registers), else 1: kB = 2 in the generic int4 64-register kernels made them
+  // spill, gate/up 26.4 -> 31.3 us. Copying x into shared memory with cp.async instead, every copy in
+  // flight at once and no register held, measured 1.5-2.3x slower on every staged matrix in sessions
+  // 7 and 30: int8 q/k/v 7.8 -> 16.8 us, down 19.8 -> 44.6. The down projection's x read as bf16 in
+  // as many loads (session 31, timing-only): int8 / fp8 0.1-0.45 us faster, int4 0.3 slower, so the
+  // staging is bound by loads in flight, not bytes: kX16 (bf16 x) takes half the loads.)
   auto stage_at = [&](int f) -> float4& { return smem[(f % kP) * ps + f / kP]; };
   // kDp: x's group of 128 columns (the warp's 32 float4s: f in a warp is one group) as 16-bit fixed
   // point; the even lane of each pair stores the word's uint4 (plane j = word % kWords, slot vector).
