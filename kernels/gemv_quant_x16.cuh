@@ -28,13 +28,16 @@ template <int kB, int kNT, int kWords>
 __device__ __forceinline__ void stage_dp(const uint4* x8, int n8, uint4* xdp, int ps, float* xscale, float* xsum) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: x qi + kMagic holds round(x qi) in its low 16 bits
   const int lane = static_cast<int>(threadIdx.x & 31);
-  for (int e0 = static_cast<int>(threadIdx.x); e0 < n8; e0 += kB * kNT) {
+  // Whole warps run each batch (the shuffles take every lane): the loop runs on the warp's first
+  // column, and a lane past the end loads zeros and stores nothing.
+  for (int w0 = static_cast<int>(threadIdx.x) - lane; w0 < n8; w0 += kB * kNT) {
+    const int e0 = w0 + lane;
     uint4 u[kB];
     bool ok[kB];
 #pragma unroll
     for (int b = 0; b < kB; ++b) {
       const int e = e0 + b * kNT;
-      ok[b] = e < n8;  // uniform over each half-warp
+      ok[b] = e < n8;  // uniform over each half-warp (n8: a multiple of 16)
       u[b] = ok[b] ? __ldcg(x8 + e) : make_uint4(0u, 0u, 0u, 0u);  // read once: keep it out of L1
     }
     // The lane's max |x| on the bf16 bits (sign off, they order as the values: one VMNMX per pair
