@@ -367,6 +367,7 @@ std::vector<Case> all_cases() {
       {F::int8_row, 74, 130, true, true, true, true, true, false, false, true},       // element-wise, y16
       {F::int8_row, 3584, 18944, false, true, true, false, false, false, false, true},  // down + residual, x16
       {F::int8_row, 3584, 4224, false, true, false, false, false, false, false, true},  // one step, x16
+      {F::int8_row, 64, 20608, false, true, false, false, false, false, false, true},   // x16: int4's 2nd batch ends mid-warp
       {F::int8_row, 48, 30080, false, true, true, false, false, false, false, true},   // x through L1: refuses x16
       {F::int8_row, 3584, 3584, false, true, true, false, false, false, false, true},  // x staged at 4 blocks per SM: refuses
   };
