@@ -306,6 +306,11 @@ Plan plan_fmt(const QGemvArgs& a) {
         rows = 4;
       wide = !norm && !a.swiglu && rows == 2 && fixed && (g_tuning.wide >= 0 ? g_tuning.wide != 0 : a.long_context);
       pl.kernel = narrow_pick(norm, a.swiglu, rows, fixed, wide);
+      // o at a short context: its kX16 twin for a bf16 x (the attention's output)
+      if (!norm && !a.swiglu && rows == 2 && fixed && !wide) {
+        pl.x16 = true;
+        if (a.x16) pl.kernel = gemv_q_vec<I4N, false, false, kXSmem, 2, kNarrowLoads, false, kWarps, kModelCols, false, false, true>;
+      }
     }
   }
   // int8 / fp8 rows of whole sets of 32 x 7 16-byte vectors (3,584 columns), x staged: one step of 7
@@ -361,12 +366,15 @@ Plan plan_fmt(const QGemvArgs& a) {
   } else {
     pl.kernel = a.swiglu ? pick<F, false, true>(vec, stage, rows, loads, pipe) : pick<F, false, false>(vec, stage, rows, loads, pipe);
   }
-  // int8 / fp8 down projection (x staged at 2 blocks per SM, pipelined, 2 rows and 8 loads): its
-  // kX16 twin for a bf16 x.
+  // int8 / fp8 down projection (x staged at 2 blocks per SM, pipelined, 2 rows and 8 loads) and o
+  // (x staged at 4 blocks per SM, 2 rows and 4 loads): their kX16 twins for a bf16 x.
   if constexpr (!F::kGroups) {
     if (vec && !norm && !a.swiglu && !q8n && stage == kXSmemBig && rows == 2 && loads == 8 && pipe) {
       pl.x16 = true;
       if (a.x16) pl.kernel = gemv_q_vec<F, false, false, kXSmemBig, 2, 8, true, kWarps, 0, false, false, true>;
+    } else if (vec && !norm && !a.swiglu && !q8n && stage == kXSmem && rows == 2 && loads == 4 && !pipe) {
+      pl.x16 = true;
+      if (a.x16) pl.kernel = gemv_q_vec<F, false, false, kXSmem, 2, 4, false, kWarps, 0, false, false, true>;
     }
   }
   // int8 / fp8 o taking the decode attention's sums (QGemvArgs::x_div, long-context graphs): the
@@ -428,7 +436,7 @@ std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
   const Plan pl = plan_fmt<F>(a);
   // only int4 o's long-context kernel and the 8-bit kSums kernel divide sums
   if (a.x_div && (std::is_same_v<F, I4> ? pl.knobs.wide != 1 : !pl.sums)) return 0;
-  // only the down-shaped kernels take a bf16 x; a bf16 y only with SwiGLU
+  // only the down- and o-shaped kernels take a bf16 x; a bf16 y only with SwiGLU
   if ((a.x16 && (!pl.x16 || a.x_div)) || (a.y16 && !a.swiglu)) return 0;
   if (pl.knobs.mma != 0) return launch_gemv_q4_mma(a, pl.knobs.mma, pl.knobs.mma_tile_warps, stream);
   QParams p = params_of(a);

@@ -47,9 +47,9 @@ struct QGemvArgs {
   // SwiGLU only, or null: the outputs as bf16 here instead of y (the gate/up product writing the
   // down product's input at half the bytes; Hugging Face keeps it in bf16 too).
   __nv_bfloat16* y16 = nullptr;
-  // Or null: x given as bf16 [cols] here instead of x. Only the down-shaped kernels take it (x staged
-  // at 2 blocks per SM: gemv_quant_takes_x16), staging half the loads of fp32 x; launch_gemv_quant
-  // launches nothing and returns 0 for any other.
+  // Or null: x given as bf16 [cols] here instead of x. Only the down- and o-shaped kernels take it
+  // (gemv_quant_takes_x16), staging half the loads of fp32 x; launch_gemv_quant launches nothing and
+  // returns 0 for any other.
   const __nv_bfloat16* x16 = nullptr;
 };
 
@@ -65,9 +65,10 @@ std::size_t launch_gemv_quant(const QGemvArgs& args, cudaStream_t stream);
 bool gemv_quant_takes_sums(const QGemvArgs& args);
 
 // Whether launch_gemv_quant takes args.x16 for this product on the current device under the current
-// tuning: no norm, no SwiGLU, no sums, x staged at 2 blocks per SM (the automatic shape of a down
-// projection: int4 by integer dot products on one block of 16 warps per SM, int8 / fp8 pipelined at
-// 2 rows and 8 loads), columns a multiple of 128 (int4) or 16.
+// tuning: no norm, no SwiGLU, no sums, the automatic shape of a down projection (x staged at 2
+// blocks per SM: int4 by integer dot products on one block of 16 warps per SM, int8 / fp8 pipelined
+// at 2 rows and 8 loads) or of an o product at a short context (int4: the 2-row kernel built for
+// 3,584 columns; int8 / fp8: x staged at 4 blocks per SM, 2 rows and 4 loads).
 bool gemv_quant_takes_x16(const QGemvArgs& args);
 
 // Launch knobs, for the benchmark and tests only (process-wide, not synchronized with concurrent

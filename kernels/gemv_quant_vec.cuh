@@ -22,8 +22,8 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
   constexpr int kNW = kBW, kNT = kBW * 32;  // warps and threads of this kernel's blocks
   constexpr bool kSt = kStage != kXL1;
   static_assert(!kSums || (!F::kGroups && kSt && !kNorm && !kSwiglu), "kSums: 8-bit, x staged, no norm, no SwiGLU");
-  static_assert(!kX16 || (kStage == kXSmemBig && !kNorm && !kSwiglu && !kSums && !kWide && (F::kDp || !F::kGroups)),
-                "kX16: the big staging, no norm, no SwiGLU, no sums; int4 by integer dot products");
+  static_assert(!kX16 || (kStage != kXL1 && !kNorm && !kSwiglu && !kSums && !kWide && (F::kDp == (kStage == kXSmemBig) || !F::kGroups)),
+                "kX16: x staged, no norm, no SwiGLU, no sums; int4 by integer dot products in the big staging, else on the fp32 path");
   constexpr int kP = F::kCols / 4;   // float4s of x per vector
   // Staged planes: kP of float4s, or with kDp (x as 16-bit fixed point) kWords of uint4s.
   constexpr int kPl = F::kDp ? F::kWords : kP;
@@ -264,12 +264,15 @@ __global__ void __launch_bounds__(kBW * 32, kWide ? 2 : kMinBlocks<F, kStage, kR
   if constexpr (kNorm || kSt || F::kGroups || F::kOffset) {
     float ss = 0.0f;
     if constexpr (kX16) {
-      // (8-bit: 5 loads per batch, 9.25 per thread on the down product's 18,944 columns)
+      // (8-bit: 5 loads per batch, 9.25 per thread on the down product's 18,944 columns; o's 3,584
+      // columns one batch of 2 at 64 registers, as int4's kB)
       const uint4* x8 = reinterpret_cast<const uint4*>(p.x);
-      if constexpr (F::kGroups) {
+      if constexpr (F::kDp) {
         gemv_quant_x16::stage_dp<kB, kNT, F::kWords>(x8, cols >> 3, reinterpret_cast<uint4*>(smem), ps, xscale, xsum);
+      } else if constexpr (F::kGroups) {
+        gemv_quant_x16::stage_groups<kB, kNT>(x8, cols >> 3, stage_at, xsum, [](float4 v, bool upper) { return F::prescale(v, upper); });
       } else {
-        xs = gemv_quant_x16::stage_plain<5, kNT>(x8, cols >> 3, stage_at, [](float4 v) {
+        xs = gemv_quant_x16::stage_plain<kStage == kXSmemBig ? 5 : 2, kNT>(x8, cols >> 3, stage_at, [](float4 v) {
           if constexpr (F::kPrescale) return F::prescale(v, false);
           else return v;
         });

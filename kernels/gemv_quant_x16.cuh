@@ -2,8 +2,9 @@
 // which the gate/up product writes as bf16 (QGemvArgs::y16). A 16-byte load then carries 8 columns
 // instead of 4, so a block issues half the loads for the same x: int4's down product (18,944
 // columns on 512 threads) stages in one batch of 5 loads per thread where fp32 x took two. Included
-// by gemv_quant_vec.cuh only, inside gemv_quant.cu's anonymous namespace, for the kernels that stage
-// x at 2 blocks per SM (kXSmemBig), with the same staged layouts as their fp32 loops.
+// by gemv_quant_vec.cuh only, inside gemv_quant.cu's anonymous namespace, for the down-shaped kernels
+// (x staged at 2 blocks per SM) and the o-shaped ones (the attention's output, written as bf16 at
+// short contexts), with the same staged layouts as their fp32 loops.
 #pragma once
 
 namespace gemv_quant_x16 {
@@ -93,6 +94,49 @@ __device__ __forceinline__ void stage_dp(const uint4* x8, int n8, uint4* xdp, in
         xscale[e >> 4] = xs[b];
         xsum[e >> 4] = static_cast<float>(part[b]) * xs[b];
       }
+    }
+  }
+}
+
+// int4 on the fp32 path (the o product's I4N kernels): x pre-scaled by its column's position in an
+// 8-column word (`pre(v, upper)`, the lane's two float4s are one word) and staged as the fp32 loop
+// stages it (stage_at(f), f the float4 index), with the group sums of x times 2^-53 in xsum[g] as
+// that loop has them. The sums: two 4-term sums added, then a half-warp's 4 shuffle rounds (8
+// roundings relative to sum |x| over the group, as the fp32 loop's 3 + 5).
+template <int kB, int kNT, typename StageAt, typename Pre>
+__device__ __forceinline__ void stage_groups(const uint4* x8, int n8, StageAt&& stage_at, float* xsum, Pre&& pre) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (int w0 = static_cast<int>(threadIdx.x) - lane; w0 < n8; w0 += kB * kNT) {  // whole warps, as stage_dp
+    const int e0 = w0 + lane;
+    uint4 u[kB];
+    bool ok[kB];
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      const int e = e0 + b * kNT;
+      ok[b] = e < n8;
+      u[b] = ok[b] ? __ldcg(x8 + e) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    float part[kB];
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      float v[8];
+      unpack8(u[b], v);
+      const int e = e0 + b * kNT;
+      if (ok[b]) {
+        stage_at(2 * e) = pre(make_float4(v[0], v[1], v[2], v[3]), false);
+        stage_at(2 * e + 1) = pre(make_float4(v[4], v[5], v[6], v[7]), true);
+      }
+      part[b] = (((v[0] + v[1]) + v[2]) + v[3]) + (((v[4] + v[5]) + v[6]) + v[7]);
+    }
+#pragma unroll
+    for (int s = 8; s >= 1; s >>= 1) {
+#pragma unroll
+      for (int b = 0; b < kB; ++b) part[b] += __shfl_xor_sync(0xffffffffu, part[b], s);
+    }
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      const int e = e0 + b * kNT;
+      if (ok[b] && (lane & 15) == 0) xsum[e >> 4] = part[b] * 0x1p-53f;
     }
   }
 }

@@ -75,8 +75,9 @@ struct Case {
   bool bias, residual, alias, norm, swiglu, misalign;
   bool long_context = false;  // QGemvArgs::long_context (int4 o: the 2-blocks-per-SM kernel)
   // bf16 activations: with SwiGLU y as bf16 (QGemvArgs::y16), else x as bf16 (QGemvArgs::x16; only the
-  // down-shaped kernels take it, every other launch must refuse it and write nothing)
-  bool act16 = false;
+  // down- and o-shaped kernels take it, every other launch must refuse it and write nothing). 0: no,
+  // 1: yes (x16: the automatic plan takes it), 2: x16 that the automatic plan refuses.
+  int act16 = 0;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -260,11 +261,10 @@ void run_case(const Case& c) {
       a.y = nullptr;
       a.y16 = reinterpret_cast<__nv_bfloat16*>(dy16.ptr);
     }
-    // x16: the automatic plan of a down shape (x staged at 2 blocks per SM: more than 16 KB of x,
-    // two blocks' worth fitting beside each other) takes it; others must refuse it untouched.
+    // x16: the automatic plans of down and o shapes take it; others must refuse it untouched.
     const bool takes = !x16 || kernels::gemv_quant_takes_x16(a);
     if (x16 && run.record) {
-      EXPECT_EQ(takes, c.cols * 4 > 16 * 1024 && c.cols * 4 < 100 * 1024);
+      EXPECT_EQ(takes, c.act16 == 1);
     }
     const std::size_t bytes = kernels::launch_gemv_quant(a, stream);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
@@ -362,14 +362,15 @@ std::vector<Case> all_cases() {
       {F::int8_row, 10, 3584, true, true, true, true, true, false},       // int4, 4 rows per item: 5 outputs of SwiGLU
       {F::int8_row, 6, 7168, true, true, false, false, false, false},     // int4, 4 rows per item: a half last item
       // bf16 activations (act16): the one-token MLP's gate/up writing bf16, the down product staging it
-      {F::int8_row, 37888, 3584, false, false, false, true, true, false, false, true},  // gate/up, y16
-      {F::int8_row, 600, 1024, true, true, true, false, true, false, false, true},    // swiglu + bias + residual, y16
-      {F::int8_row, 74, 130, true, true, true, true, true, false, false, true},       // element-wise, y16
-      {F::int8_row, 3584, 18944, false, true, true, false, false, false, false, true},  // down + residual, x16
-      {F::int8_row, 3584, 4224, false, true, false, false, false, false, false, true},  // one step, x16
-      {F::int8_row, 64, 20608, false, true, false, false, false, false, false, true},   // x16: int4's 2nd batch ends mid-warp
-      {F::int8_row, 48, 30080, false, true, true, false, false, false, false, true},   // x through L1: refuses x16
-      {F::int8_row, 3584, 3584, false, true, true, false, false, false, false, true},  // x staged at 4 blocks per SM: refuses
+      {F::int8_row, 37888, 3584, false, false, false, true, true, false, false, 1},  // gate/up, y16
+      {F::int8_row, 600, 1024, true, true, true, false, true, false, false, 1},    // swiglu + bias + residual, y16
+      {F::int8_row, 74, 130, true, true, true, true, true, false, false, 1},       // element-wise, y16
+      {F::int8_row, 3584, 18944, false, true, true, false, false, false, false, 1},  // down + residual, x16
+      {F::int8_row, 3584, 4224, false, true, false, false, false, false, false, 1},  // one step, x16
+      {F::int8_row, 64, 20608, false, true, false, false, false, false, false, 1},   // x16: int4's 2nd batch ends mid-warp
+      {F::int8_row, 3584, 3584, false, true, true, false, false, false, false, 1},   // o + residual, x16
+      {F::int8_row, 48, 30080, false, true, true, false, false, false, false, 2},    // x through L1: refuses x16
+      {F::int8_row, 4608, 3584, true, false, false, true, false, false, false, 2},   // norm: refuses x16
   };
   std::vector<Case> v;
   for (const F f : {F::int8_row, F::fp8_row, F::int4_group}) {

@@ -190,8 +190,8 @@ class CudaBackend final : public Backend {
   // Whether the fused decode MLP runs (and the down weights are stored transposed), and the
   // transpose scratch it needs while loading (released at the end of load()).
   void choose_fused_mlp();
-  // Sets act16_ at load: quantized one-token steps keep the SwiGLU output in bf16 (COSMOS_ACT16=0:
-  // fp32; the log says which).
+  // Sets act16_ and att16_ at load: quantized one-token steps keep the SwiGLU output and the
+  // attention's output in bf16 (COSMOS_ACT16=0: fp32; the log says which).
   void choose_act16();
   // Whether one-token steps leave the decode attention's merge to the o product (att_sums_); after
   // choose_fused_mlp().
@@ -340,6 +340,9 @@ class CudaBackend final : public Backend {
   // Quantized one-token steps: the gate/up product writes the SwiGLU output (act_) as bf16 and the
   // down product stages it from there, half the loads of fp32 (kernels/gemv_quant_x16.cuh).
   bool act16_ = false;
+  // Quantized one-token steps at a short context (no sums): the decode attention writes its output
+  // (att_) as bf16 and the o product stages it from there.
+  bool att16_ = false;
   float* xm_ = nullptr;  // [hidden] fp32: the fused MLP's input, the o product's copy of x_
   // One-token steps with the fused MLP: per layer the decode attention's output as sums
   // (kernels/decode_attention.cuh, DecodeAttentionSums), which that layer's o product divides while

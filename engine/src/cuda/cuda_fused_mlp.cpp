@@ -120,22 +120,26 @@ void CudaBackend::choose_fused_mlp() {
 }
 
 void CudaBackend::choose_act16() {
-  act16_ = false;
+  act16_ = att16_ = false;
   if (!quant_ || reference_math_ || fused_mlp_ || layers_.empty() || !layers_[0].down.quantized) return;
+  if (const char* env = std::getenv("COSMOS_ACT16"); env && std::string_view(env) == "0") {
+    spdlog::info("cuda backend: one-token MLP and attention outputs in fp32 (COSMOS_ACT16=0)");
+    return;
+  }
   kernels::QGemvArgs d;  // the one-token down product (its inputs are not read here)
   d.w = layers_[0].down.qm;
   d.rows = config_.hidden_size;
   d.cols = config_.intermediate_size;
-  if (!kernels::gemv_quant_takes_x16(d)) {
-    spdlog::info("cuda backend: one-token MLP activations in fp32 (no bf16-input down kernel for {} columns)", d.cols);
-    return;
-  }
-  if (const char* env = std::getenv("COSMOS_ACT16"); env && std::string_view(env) == "0") {
-    spdlog::info("cuda backend: one-token MLP activations in fp32 (COSMOS_ACT16=0)");
-    return;
-  }
-  act16_ = true;
-  spdlog::info("cuda backend: one-token MLP activations in bf16, as Hugging Face keeps them (COSMOS_ACT16=0: fp32)");
+  act16_ = kernels::gemv_quant_takes_x16(d);
+  kernels::QGemvArgs o;  // the o product at a short context
+  o.w = layers_[0].o.qm;
+  o.rows = config_.hidden_size;
+  o.cols = config_.q_dim();
+  att16_ = kernels::gemv_quant_takes_x16(o);
+  spdlog::info("cuda backend: one-token MLP activations in {}, attention outputs at short contexts in {}, as Hugging "
+               "Face keeps them in bf16 (COSMOS_ACT16=0: fp32){}",
+               act16_ ? "bf16" : "fp32", att16_ ? "bf16" : "fp32",
+               act16_ && att16_ ? "" : " (fp32: no bf16-input kernel for that product's shape)");
 }
 
 Status CudaBackend::choose_att_sums() {

@@ -212,8 +212,8 @@ Status CudaBackend::linear(const void* x, const DevMatrix& w, ElemType wtype, co
       }
       if (kernels::launch_gemv_quant(a, stream_) == 0 && act16)
         return fail(make_error(ErrorCategory::internal, "backend.cuda",
-                               std::string("the one-token ") + (swiglu ? "gate/up" : "down") +
-                                   " product refused its bf16 activations"));
+                               "the one-token " + std::to_string(rows) + "x" + std::to_string(cols) +
+                                   " product refused its bf16 " + (swiglu ? "output" : "input")));
     } else if (wtype == ElemType::f16) {
       launch_gemv_as<__half>(x, w.data, bias, residual, y, rows, cols, norm_w, eps, swiglu, stream_);
     } else {
@@ -337,6 +337,9 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
   // (att_sums_); layer li's attention zeroes layer li - 1's pair (the first layer's: the last's).
   // int4 / int8 / fp8 at a long context: the same sums, divided by their o product (o_from_sums).
   const bool sums = N == 1 && att_sums_ && decode_att && (fused_mlp_ || (quant_att_sums_ && long_context_));
+  // Quantized one-token steps at a short context: the attention's output in bf16 for the o product
+  // (int4's long-context o kernel, the wide one, takes no bf16 input).
+  const bool att16 = att16_ && N == 1 && decode_att && !sums && !fused_mlp_ && !long_context_;
   const std::size_t n_layers = layers_.size();
   for (std::size_t li = 0; li < n_layers; ++li) {
     const CudaLayer& L = layers_[li];
@@ -426,7 +429,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.table_offset = meta_ + o.toff;
       a.ctx_len = meta_ + o.ctx;
       a.out = att_;
-      a.out_type = in_type;
+      a.out_type = att16 ? ElemType::bf16 : in_type;
       a.n = N;
       a.heads = c.num_heads;
       a.kv_heads = c.num_kv_heads;
@@ -451,7 +454,7 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     }
     if (sums) {
       if (auto st = o_from_sums(L, ds); !st) return st;
-    } else if (auto st = linear(att_, L.o, wtype_, nullptr, x_, x_, N, H, Q); !st) {
+    } else if (auto st = linear(att_, L.o, wtype_, nullptr, x_, x_, N, H, Q, nullptr, false, att16); !st) {
       return st;
     }
     profile_.mark(PassProfile::o, mm * H * Q, 0);
