@@ -3,7 +3,8 @@
 // cache in fp32 and in bf16 (the reference then reads the same rounded values), for context lengths
 // that fit one split (<= 256 keys), end inside a warp's 32 keys, span every split and take two
 // rounds per split (8,193); output poisoned with NaN first. Each case launches twice: the second
-// launch checks the split counters were left at zero. The fused RoPE path is checked against
+// launch checks the split counters were left at zero, a third writes bf16 (the fp32 output rounded).
+// The fused RoPE path is checked against
 // launch_rope_kv followed by the unfused kernel: same output, same cache rows written. Both
 // kernels: the CUDA-core one (fp32 and bf16 cache) and the tensor-core one (bf16 cache).
 #include <algorithm>
@@ -158,6 +159,14 @@ TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_EQ(cudaMemset(dout, 0xFF, q.size() * 4), cudaSuccess);
   kernels::launch_decode_attention(a, scratch, nullptr);  // again: counters must be back at zero
+  // Once more with a bf16 output (the quantized one-token steps' o input, CudaBackend::att16_).
+  __nv_bfloat16* dout16 = nullptr;
+  ASSERT_EQ(cudaMalloc(&dout16, q.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dout16, 0xFF, q.size() * 2), cudaSuccess);  // NaN
+  a.out = dout16;
+  a.out_type = kernels::ElemType::bf16;
+  kernels::launch_decode_attention(a, scratch, nullptr);
+  a.out_type = kernels::ElemType::f32;
   a.out = dref;
   a.max_ctx = *std::max_element(lens.begin(), lens.end());
   kernels::launch_attention(a, nullptr);
@@ -166,6 +175,19 @@ TEST_P(GpuDecodeAttention, MatchesFloat64ReferenceAndTheReferenceKernel) {
   std::vector<float> out(q.size()), ref_kernel(q.size());
   ASSERT_EQ(cudaMemcpy(out.data(), dout, q.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(ref_kernel.data(), dref, q.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  {
+    // The bf16 output is the fp32 one rounded: within 2^-9 of it relative (2^-8 allowed).
+    std::vector<__nv_bfloat16> out16(q.size());
+    ASSERT_EQ(cudaMemcpy(out16.data(), dout16, q.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    int bad = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      const float o16 = __bfloat162float(out16[i]);
+      ASSERT_FALSE(std::isnan(o16)) << "bf16 output " << i << " not written";
+      if (std::fabs(o16 - out[i]) > 0x1p-8f * std::fabs(out[i]) && ++bad <= 5)
+        ADD_FAILURE() << "bf16 output " << i << ": " << o16 << " against " << out[i];
+    }
+    cudaFree(dout16);
+  }
 
   kernels::set_decode_attention_tensor_cores(true);
   // The tensor-core kernel multiplies q in bf16 (as the model's bf16 q/k/v product gives it): the
