@@ -223,8 +223,9 @@ Plan plan_fmt(const QGemvArgs& a) {
   // int4 rows of the 7B width take the kernels built for it (see kModelCols).
   [[maybe_unused]] const bool fixed = a.cols == kModelCols;
   if constexpr (F::kGroups) {
-    // int4 on tensor cores when asked for and the shape allows it.
-    if ((g_tuning.mma == 2 || g_tuning.mma == 4) && gemv_q4_mma_fits(a)) {
+    // int4 on tensor cores when asked for and the shape allows it (not with bf16 x or y, which those
+    // kernels do not read or write).
+    if ((g_tuning.mma == 2 || g_tuning.mma == 4) && gemv_q4_mma_fits(a) && !a.y16 && !a.x16) {
       pl.knobs = QGemvTuning{0, 0, 0, 0, 0, g_tuning.mma, gemv_q4_mma_tile_warps(a, g_tuning.mma, g_tuning.mma_tile_warps), 0};
       return pl;
     }

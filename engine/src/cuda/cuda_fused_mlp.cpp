@@ -135,11 +135,17 @@ void CudaBackend::choose_act16() {
   o.w = layers_[0].o.qm;
   o.rows = config_.hidden_size;
   o.cols = config_.q_dim();
-  att16_ = kernels::gemv_quant_takes_x16(o);
+  // int8 keeps its o product's fp32 input: with the bf16 one it measured 489.6 tok/s against 493.2
+  // (MLP activations alone), where int4 gained 767.8 against 757.2 and fp8 494.6 against 492.9
+  // (session 48, 3 rounds; docs/PERFORMANCE.md).
+  const bool int8 = o.w.kind == kernels::QuantKind::int8_row;
+  att16_ = !int8 && kernels::gemv_quant_takes_x16(o);
   spdlog::info("cuda backend: one-token MLP activations in {}, attention outputs at short contexts in {}, as Hugging "
                "Face keeps them in bf16 (COSMOS_ACT16=0: fp32){}",
                act16_ ? "bf16" : "fp32", att16_ ? "bf16" : "fp32",
-               act16_ && att16_ ? "" : " (fp32: no bf16-input kernel for that product's shape)");
+               act16_ && att16_ ? ""
+               : int8        ? " (int8's o product is faster with its fp32 input)"
+                             : " (fp32: no bf16-input kernel for that product's shape)");
 }
 
 Status CudaBackend::choose_att_sums() {
