@@ -206,7 +206,10 @@ void run_chain(QuantFormat fmt, bool graph, int variant) {
     num += (y[i] - x[i]) * (y[i] - x[i]);
     den += x[i] * x[i];
   }
-  EXPECT_LT(std::sqrt(num / den), 1e-4);
+  // act16: the reference rounds the activations to bf16 too, but where its fp32-exact value and the
+  // kernel's fp32 sum lie on two sides of a bf16 rounding boundary the two roundings differ by one
+  // bf16 step (2^-8 relative); session 48 measured 1.2-2.7e-4 with them (1e-4 without act16).
+  EXPECT_LT(std::sqrt(num / den), act16 ? 1e-3 : 1e-4);
 }
 
 class GpuGemvQuantChain : public ::testing::TestWithParam<std::tuple<QuantFormat, bool, int>> {
