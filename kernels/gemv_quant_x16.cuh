@@ -19,6 +19,29 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&v)[8]) {
   }
 }
 
+// A batch of kB uint4s of x per thread (8 columns each, kNT apart from e0): zeros and ok false past
+// n8, whole warps (the shuffles after it take every lane; n8 a multiple of 16: ok is uniform over
+// each half-warp). Read once: kept out of L1.
+template <int kB, int kNT>
+__device__ __forceinline__ void load_batch(const uint4* x8, int n8, int e0, uint4 (&u)[kB], bool (&ok)[kB]) {
+#pragma unroll
+  for (int b = 0; b < kB; ++b) {
+    const int e = e0 + b * kNT;
+    ok[b] = e < n8;
+    u[b] = ok[b] ? __ldcg(x8 + e) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// Each of the kB values summed over its half-warp (a group of 128 columns), in every lane of it.
+template <int kB, typename T>
+__device__ __forceinline__ void half_warp_sums(T (&part)[kB]) {
+#pragma unroll
+  for (int s = 8; s >= 1; s >>= 1) {
+#pragma unroll
+    for (int b = 0; b < kB; ++b) part[b] += __shfl_xor_sync(0xffffffffu, part[b], s);
+  }
+}
+
 // int4's integer kernels (kDp): x~ = xs_g (256 h + l) per group of 128 columns, staged as the fp32
 // loop's stage_dp stages it (gemv_quant_vec.cuh: one uint4 per 8-column word, [word % kWords][ps]),
 // with the per-group scale xs_g in xscale[g] and xs_g times the sum of x~ in xsum[g]. A lane holds
@@ -35,12 +58,7 @@ __device__ __forceinline__ void stage_dp(const uint4* x8, int n8, uint4* xdp, in
     const int e0 = w0 + lane;
     uint4 u[kB];
     bool ok[kB];
-#pragma unroll
-    for (int b = 0; b < kB; ++b) {
-      const int e = e0 + b * kNT;
-      ok[b] = e < n8;  // uniform over each half-warp (n8: a multiple of 16)
-      u[b] = ok[b] ? __ldcg(x8 + e) : make_uint4(0u, 0u, 0u, 0u);  // read once: keep it out of L1
-    }
+    load_batch<kB, kNT>(x8, n8, e0, u, ok);
     // The lane's max |x| on the bf16 bits (sign off, they order as the values: one VMNMX per pair
     // of words), then as a float.
     float m[kB];
@@ -82,11 +100,7 @@ __device__ __forceinline__ void stage_dp(const uint4* x8, int n8, uint4* xdp, in
             make_uint4(__byte_perm(A, C, 0x7632), __byte_perm(B, D, 0x7632), __byte_perm(A, C, 0x5410), __byte_perm(B, D, 0x5410));
       part[b] = __float2int_rn(sum);
     }
-#pragma unroll
-    for (int s = 8; s >= 1; s >>= 1) {
-#pragma unroll
-      for (int b = 0; b < kB; ++b) part[b] += __shfl_xor_sync(0xffffffffu, part[b], s);
-    }
+    half_warp_sums<kB>(part);
 #pragma unroll
     for (int b = 0; b < kB; ++b) {
       const int e = e0 + b * kNT;
@@ -110,12 +124,7 @@ __device__ __forceinline__ void stage_groups(const uint4* x8, int n8, StageAt&& 
     const int e0 = w0 + lane;
     uint4 u[kB];
     bool ok[kB];
-#pragma unroll
-    for (int b = 0; b < kB; ++b) {
-      const int e = e0 + b * kNT;
-      ok[b] = e < n8;
-      u[b] = ok[b] ? __ldcg(x8 + e) : make_uint4(0u, 0u, 0u, 0u);
-    }
+    load_batch<kB, kNT>(x8, n8, e0, u, ok);
     float part[kB];
 #pragma unroll
     for (int b = 0; b < kB; ++b) {
@@ -128,11 +137,7 @@ __device__ __forceinline__ void stage_groups(const uint4* x8, int n8, StageAt&& 
       }
       part[b] = (((v[0] + v[1]) + v[2]) + v[3]) + (((v[4] + v[5]) + v[6]) + v[7]);
     }
-#pragma unroll
-    for (int s = 8; s >= 1; s >>= 1) {
-#pragma unroll
-      for (int b = 0; b < kB; ++b) part[b] += __shfl_xor_sync(0xffffffffu, part[b], s);
-    }
+    half_warp_sums<kB>(part);
 #pragma unroll
     for (int b = 0; b < kB; ++b) {
       const int e = e0 + b * kNT;
