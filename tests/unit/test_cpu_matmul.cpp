@@ -1,8 +1,9 @@
 // The CPU backend's matrix product (engine/src/cpu/cpu_ops.cpp: one token row by row, several
-// tokens in blocks of 4 rows x 4 tokens over chunks of 1,024 columns) and the int4 rows it
-// dequantizes in group-split order (cosmos/quant.h), against a float64 reference on the same
-// weights: every format, token counts around the block size, shapes whose rows, tokens and columns
-// end inside a block, a group or a chunk.
+// tokens in blocks of 4 rows x 6 tokens with AVX-512 or 4 x 4 with the portable kernel, over chunks
+// of 1,024 columns) and the int4 rows it dequantizes in group-split order (cosmos/quant.h), against
+// a float64 reference on the same weights: every format, both kernels, token counts around the
+// block sizes, shapes whose rows, tokens and columns end inside a block, a group, a 16-column vector
+// or a chunk.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -112,24 +113,33 @@ TEST_P(CpuMatmulShapes, EqualsTheFloat64ProductOfTheSameWeights) {
     ASSERT_TRUE(quantize_rows(view.data, DType::bf16, m, 0, tc.out).ok());
     view.quant = &m;
   }
-  std::vector<float> y(static_cast<std::size_t>(tc.n) * tc.out, NAN);
-  cpu::matmul(x.data(), view, tc.bias ? bias.data() : nullptr, y.data(), tc.n, 2);
-
   // The reference: the weights the product stands for (load_row: bf16, or dequantize_row) times x,
-  // in float64. The bound: fp32 sums of at most in / 4 + 16 terms in sequence (vector lanes of 4 or
-  // more, then the lanes and the chunks), each rounding relative to the sum of |w x|.
+  // in float64, and the sum of |w x| for the bound.
+  std::vector<double> ref(static_cast<std::size_t>(tc.n) * tc.out), mag(ref.size());  // [n, out]
   std::vector<float> row(static_cast<std::size_t>(tc.in));
   for (std::int64_t o = 0; o < tc.out; ++o) {
     cpu::load_row(view, o, row.data());
     for (int t = 0; t < tc.n; ++t) {
-      double ref = tc.bias ? bias[o] : 0.0, mag = tc.bias ? std::fabs(bias[o]) : 0.0;
+      double sum = tc.bias ? bias[o] : 0.0, abs_sum = tc.bias ? std::fabs(bias[o]) : 0.0;
       for (std::int64_t c = 0; c < tc.in; ++c) {
         const double p = static_cast<double>(row[c]) * x[static_cast<std::size_t>(t * tc.in + c)];
-        ref += p;
-        mag += std::fabs(p);
+        sum += p;
+        abs_sum += std::fabs(p);
       }
-      const double tol = static_cast<double>(tc.in / 4 + 16) * 0x1p-24 * mag;
-      ASSERT_NEAR(y[static_cast<std::size_t>(t * tc.out + o)], ref, tol) << "token " << t << " row " << o;
+      ref[static_cast<std::size_t>(t * tc.out + o)] = sum;
+      mag[static_cast<std::size_t>(t * tc.out + o)] = abs_sum;
+    }
+  }
+  // Both kernels of several tokens (the widest this CPU runs, and the portable one). The bound:
+  // fp32 sums of at most in / 4 + 16 terms in sequence (vector lanes of 4 or more, then the lanes
+  // and the chunks), each rounding relative to the sum of |w x|.
+  for (const cpu::BlockKernel kernel : {cpu::BlockKernel::best, cpu::BlockKernel::portable}) {
+    SCOPED_TRACE(kernel == cpu::BlockKernel::best ? "best kernel" : "portable kernel");
+    std::vector<float> y(static_cast<std::size_t>(tc.n) * tc.out, NAN);
+    cpu::matmul(x.data(), view, tc.bias ? bias.data() : nullptr, y.data(), tc.n, 2, kernel);
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      const double tol = static_cast<double>(tc.in / 4 + 16) * 0x1p-24 * mag[i];
+      ASSERT_NEAR(y[i], ref[i], tol) << "token " << i / tc.out << " row " << i % tc.out;
     }
   }
 }
@@ -151,7 +161,15 @@ INSTANTIATE_TEST_SUITE_P(
         MatmulCase{"int4", 5, 1100, 7, true}, MatmulCase{"int4", 6, 2051, 9, false},
         // int4 with a last group of odd length, one and several tokens
         MatmulCase{"int4", 3, 301, 1, false}, MatmulCase{"int4", 3, 301, 2, true}, MatmulCase{"int4", 11, 301, 17, false},
-        MatmulCase{"int8", 3, 301, 4, false}, MatmulCase{"fp8", 3, 301, 1, true}),
+        MatmulCase{"int8", 3, 301, 4, false}, MatmulCase{"fp8", 3, 301, 1, true},
+        // AVX-512's blocks of 6 tokens: whole (12), ending after 1, 2, 5 tokens (13, 8, 11, 17); rows
+        // past a block of 16 ending inside a block of 4 (21, 23, 37); columns ending inside a 16-wide
+        // vector (300, 1100, 2051: 12, 12 and 3 past one) or short of one (7)
+        MatmulCase{"bf16", 37, 1100, 13, true}, MatmulCase{"bf16", 21, 7, 12, false}, MatmulCase{"bf16", 23, 300, 11, true},
+        MatmulCase{"int8", 23, 300, 11, false}, MatmulCase{"int8", 37, 2051, 8, true}, MatmulCase{"int8", 21, 1100, 12, false},
+        MatmulCase{"fp8", 37, 2051, 8, true}, MatmulCase{"fp8", 21, 300, 13, false}, MatmulCase{"fp8", 23, 1100, 17, true},
+        MatmulCase{"int4", 23, 1100, 12, false}, MatmulCase{"int4", 37, 300, 13, true}, MatmulCase{"int4", 21, 2051, 11, false},
+        MatmulCase{"int4", 17, 129, 8, true}),
     case_name);
 
 }  // namespace

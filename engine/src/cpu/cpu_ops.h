@@ -29,8 +29,14 @@ void axpy(float a, const float* x, float* y, std::int64_t n);
 // dst[0..n) = fp32 of src row `row` (n = cols); quantized weights are dequantized.
 void load_row(const WeightView& w, std::int64_t row, float* dst);
 
+// The kernel of matmul with several tokens: the widest block this CPU runs (4 rows x 6 tokens with
+// AVX-512, else 4 x 4), or the portable 4 x 4 one whatever the CPU (for tests). One token takes
+// neither: it reads the rows one by one.
+enum class BlockKernel { best, portable };
+
 // y[n, out] = x[n, in] @ W^T (+ bias). W: [out, in]. bias: [out] fp32 or null.
-void matmul(const float* x, const WeightView& w, const float* bias, float* y, int n, int threads);
+void matmul(const float* x, const WeightView& w, const float* bias, float* y, int n, int threads,
+            BlockKernel kernel = BlockKernel::best);
 
 // y[n, d] = x * rsqrt(mean(x^2) + eps) * weight, per row (fp32 throughout).
 void rms_norm(const float* x, const float* weight, float* y, int n, int d, float eps);
