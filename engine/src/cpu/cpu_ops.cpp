@@ -218,18 +218,21 @@ COSMOS_SIMD_CLONES void load_row(const WeightView& w, std::int64_t row, float* d
 
 namespace {
 
-// matmul for one token: each row read once, at memory speed.
-void matmul_one_token(const float* x, const WeightView& w, const float* bias, float* y, int threads) {
+// matmul for one token with quantized weights: each row's products straight from its quantized
+// bytes (no fp32 copy of the row: a quarter to an eighth of the memory traffic of converting it
+// first), each row read once, at memory speed.
+void matmul_one_token_quant(const float* x, const WeightView& w, const float* bias, float* y, int threads) {
   const std::int64_t out = w.rows, in = w.cols;
-  if (w.quant) {
-    // Quantized weights: each row's products straight from its quantized bytes (no fp32 copy of
-    // the row: a quarter to an eighth of the memory traffic of converting it first).
-    Int4DotInput prep;  // int4: x's group sums and even / odd columns, once for all rows
-    if (w.quant->format == QuantFormat::int4_group) prep = prepare_int4_dot(x, in);
+  Int4DotInput prep;  // int4: x's group sums and even / odd columns, once for all rows
+  if (w.quant->format == QuantFormat::int4_group) prep = prepare_int4_dot(x, in);
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (std::int64_t o = 0; o < out; ++o) y[o] = quant_row_dot(*w.quant, o, x, &prep) + (bias ? bias[o] : 0.0f);
-    return;
-  }
+  for (std::int64_t o = 0; o < out; ++o) y[o] = quant_row_dot(*w.quant, o, x, &prep) + (bias ? bias[o] : 0.0f);
+}
+
+// matmul for one token with bf16 / fp16 / fp32 weights where only the portable block kernel runs:
+// each row converted and read once (the 4 x 4 kernel would compute its one token 4 times).
+void matmul_one_token_rows(const float* x, const WeightView& w, const float* bias, float* y, int threads) {
+  const std::int64_t out = w.rows, in = w.cols;
 #pragma omp parallel num_threads(threads)
   {
     std::vector<float> row(in);  // [in] fp32 copy of one weight row
@@ -278,8 +281,18 @@ void matmul_tokens(const float* x, const WeightView& w, const float* bias, float
 }  // namespace
 
 void matmul(const float* x, const WeightView& w, const float* bias, float* y, int n, int threads, BlockKernel kernel) {
-  if (n == 1) matmul_one_token(x, w, bias, y, threads);
-  else matmul_tokens(x, w, bias, y, n, threads, kernel);
+  // bf16 / fp16 / fp32 weights take the AVX-512 block kernels for one token too: a token's sums are
+  // then the same bits alone and in a batch (each sum its own chain of additions in a fixed order,
+  // the same in every block width), so several answers generated at once equal each one generated
+  // alone (test_real_chat_engine_answers). The rows are still read once per call. (With the
+  // portable kernel one token reads the rows one by one, as its omp simd sums over a whole row; the
+  // 4 x 4 block's sums agree with them for rows of up to one chunk, as on the tiny test model.)
+  if (n == 1 && (w.quant || choose_block_kernel(kernel).width == kTok)) {
+    if (w.quant) matmul_one_token_quant(x, w, bias, y, threads);
+    else matmul_one_token_rows(x, w, bias, y, threads);
+  } else {
+    matmul_tokens(x, w, bias, y, n, threads, kernel);
+  }
 }
 
 void rms_norm(const float* x, const float* weight, float* y, int n, int d, float eps) {

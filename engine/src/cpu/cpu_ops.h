@@ -30,8 +30,8 @@ void axpy(float a, const float* x, float* y, std::int64_t n);
 void load_row(const WeightView& w, std::int64_t row, float* dst);
 
 // The kernel of matmul with several tokens: the widest block this CPU runs (4 rows x 6 tokens with
-// AVX-512, else 4 x 4), or the portable 4 x 4 one whatever the CPU (for tests). One token takes
-// neither: it reads the rows one by one.
+// AVX-512, else 4 x 4), or the portable 4 x 4 one whatever the CPU (for tests). One token with
+// quantized weights takes neither: it reads the quantized rows one by one.
 enum class BlockKernel { best, portable };
 
 // y[n, out] = x[n, in] @ W^T (+ bias). W: [out, in]. bias: [out] fp32 or null.
