@@ -6,6 +6,7 @@
 // or a chunk.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -57,6 +58,29 @@ TEST(CpuMatmul, GroupSplitOrderPutsEachGroupsEvenColumnsFirst) {
   std::vector<float> tiny = {5.0f, 6.0f, 7.0f}, tiny_split(3);
   split_group_order(tiny.data(), 3, tiny_split.data());
   EXPECT_EQ(tiny_split, (std::vector<float>{5.0f, 7.0f, 6.0f}));
+}
+
+// load_row's bf16 and fp16 loops (vectorized) against the scalar conversions, for every 16-bit
+// pattern (NaNs: both NaN), in rows of 65,536 + 5 columns (a vector tail).
+TEST(CpuMatmul, LoadRowConvertsEveryBf16AndFp16Pattern) {
+  constexpr std::int64_t kCols = 65536 + 5;
+  std::vector<std::uint16_t> bits(kCols);
+  for (std::int64_t c = 0; c < kCols; ++c) bits[c] = static_cast<std::uint16_t>(c);
+  std::vector<float> row(kCols);
+  for (const DType dt : {DType::bf16, DType::f16}) {
+    const cpu::WeightView w{reinterpret_cast<const std::byte*>(bits.data()), dt, 1, kCols, nullptr};
+    cpu::load_row(w, 0, row.data());
+    for (std::int64_t c = 0; c < kCols; ++c) {
+      _Float16 h;
+      std::memcpy(&h, &bits[c], 2);
+      const float want = dt == DType::bf16 ? std::bit_cast<float>(static_cast<std::uint32_t>(bits[c]) << 16) : static_cast<float>(h);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(row[c])) << dtype_name(dt) << " bits " << bits[c];
+      } else {
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(row[c]), std::bit_cast<std::uint32_t>(want)) << dtype_name(dt) << " bits " << bits[c];
+      }
+    }
+  }
 }
 
 TEST(CpuMatmul, SplitRowsAreTheDequantizedRowsInSplitOrder) {

@@ -322,6 +322,34 @@ TEST(Quant, Int4PacksTwoColumnsPerByteLowNibbleFirst) {
   EXPECT_EQ(row, (std::vector<float>{-1.0f, 2.75f, 0.0f, -0.5f, 1.0f, -1.0f, 0.0f}));
 }
 
+// dequantize_row's int8 and fp8 loops (vectorized: fp8 decodes each code with selects, not a table
+// lookup) against the scalar definitions, for every code, in a row whose length leaves a vector tail.
+TEST(Quant, DequantizedRowsDecodeEveryCodeExactly) {
+  constexpr std::int64_t kCols = 256 + 13;
+  for (const QuantFormat f : {QuantFormat::int8_row, QuantFormat::fp8_row}) {
+    QuantizedMatrix m = make_quantized(f, 2, kCols);
+    m.row_scale = {0.375f, 3.0517578125e-5f};
+    for (std::int64_t r = 0; r < 2; ++r) {
+      for (std::int64_t c = 0; c < kCols; ++c) m.q[static_cast<std::size_t>(r * kCols + c)] = static_cast<std::uint8_t>((c + 7 * r) & 0xFF);
+    }
+    std::vector<float> row(kCols);
+    for (std::int64_t r = 0; r < 2; ++r) {
+      dequantize_row(m, r, row.data());
+      const float s = m.row_scale[static_cast<std::size_t>(r)];
+      for (std::int64_t c = 0; c < kCols; ++c) {
+        const std::uint8_t code = m.q[static_cast<std::size_t>(r * kCols + c)];
+        const float want = f == QuantFormat::int8_row ? static_cast<float>(static_cast<std::int8_t>(code)) * s : e4m3_to_float(code) * s;
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(row[c])) << name(f) << " code " << int(code);
+        } else {
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(row[c]), std::bit_cast<std::uint32_t>(want))
+              << name(f) << " code " << int(code) << ": " << row[c] << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
 TEST(Quant, Int4GroupsStartEvery128Columns) {
   // Group 0: zeros but column 127 = 15 -> m = 0, s = 1; group 1: columns 128, 129 = 2, 32 -> m = 2, s = 2.
   std::vector<float> v(130, 0.0f);

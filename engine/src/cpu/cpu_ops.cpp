@@ -1,6 +1,7 @@
 #include "cpu/cpu_ops.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -198,14 +199,13 @@ COSMOS_SIMD_CLONES void load_row(const WeightView& w, std::int64_t row, float* d
   switch (w.dtype) {
     case DType::bf16: {
       const auto* src = reinterpret_cast<const std::uint16_t*>(w.data) + row * n;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::uint32_t bits = static_cast<std::uint32_t>(src[i]) << 16;
-        std::memcpy(dst + i, &bits, 4);
-      }
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(static_cast<std::uint32_t>(src[i]) << 16);
       break;
     }
     case DType::f16: {
       const auto* src = reinterpret_cast<const _Float16*>(w.data) + row * n;
+#pragma omp simd
       for (std::int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
       break;
     }
