@@ -1,0 +1,149 @@
+// The CPU backend's matrix product (cpu::matmul, engine/src/cpu/cpu_ops.cpp) on the 7B model's
+// layer shapes: q, k, v, o, gate, up, down of `--layers` layers (more bytes than any cache, so every
+// pass reads the weights from memory), `--tokens` tokens at a time, in each weight format. Prints
+// milliseconds per layer, the weights' GB/s and GFLOP/s (2 FLOPs per weight and
+// token). Random bytes stand in for quantized weights: the kernels' speed does not depend on values.
+// Not a test (no assertion); speed is measured here, never asserted.
+//
+//   bench_cpu_matmul [--formats int4,int8,fp8,bf16] [--tokens 1] [--layers 8] [--reps 5] [--threads N]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cosmos/quant.h"
+#include "cpu/cpu_ops.h"
+
+namespace {
+
+using namespace cosmos;
+
+struct Shape {
+  const char* name;
+  std::int64_t rows, cols;
+};
+// Cosmos-Reason1-7B (Qwen2.5-VL-7B): hidden 3584, 28 heads of 128, 4 KV heads, MLP 18944.
+constexpr Shape kLayer[] = {{"q", 3584, 3584},    {"k", 512, 3584},     {"v", 512, 3584},    {"o", 3584, 3584},
+                            {"gate", 18944, 3584}, {"up", 18944, 3584}, {"down", 3584, 18944}};
+
+// One weight matrix in a format: its quantized copy, or raw bf16 bits.
+struct Weight {
+  QuantizedMatrix q;
+  std::vector<std::uint16_t> bf16;  // [rows, cols] (bf16 only)
+  cpu::WeightView view;
+};
+
+Weight make_weight(const std::string& format, const Shape& s, std::mt19937& rng) {
+  Weight w;
+  std::uniform_int_distribution<int> byte(0, 255);
+  if (format == "bf16") {
+    w.bf16.resize(static_cast<std::size_t>(s.rows * s.cols));
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    for (auto& b : w.bf16) {
+      const float f = dist(rng);
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      b = static_cast<std::uint16_t>(bits >> 16);
+    }
+    w.view = {reinterpret_cast<const std::byte*>(w.bf16.data()), DType::bf16, s.rows, s.cols, nullptr};
+    return w;
+  }
+  const QuantFormat f = format == "int4" ? QuantFormat::int4_group : format == "int8" ? QuantFormat::int8_row : QuantFormat::fp8_row;
+  w.q = make_quantized(f, s.rows, s.cols);
+  for (auto& b : w.q.q) b = static_cast<std::uint8_t>(byte(rng) & (f == QuantFormat::fp8_row ? 0xF7 : 0xFF));  // no NaN codes
+  std::fill(w.q.row_scale.begin(), w.q.row_scale.end(), 1e-3f);
+  std::fill(w.q.group_scale.begin(), w.q.group_scale.end(), std::uint16_t{0x3A83});  // bf16 ~1e-3
+  std::fill(w.q.group_min.begin(), w.q.group_min.end(), std::uint16_t{0xBC23});      // bf16 ~-1e-2
+  w.view = {nullptr, DType::bf16, s.rows, s.cols, nullptr};
+  return w;
+}
+
+// The floor: GB/s of a plain read of `bytes` bytes (a sum of 32-bit words, vectorized, `threads`
+// wide), the best of `reps` passes.
+double read_gbps(std::uint64_t bytes, int threads, int reps) {
+  std::vector<std::uint32_t> buf(bytes / 4, 1u);  // [bytes / 4] words
+  double best = 1e30;
+  std::uint32_t sink = 0;
+  for (int r = 0; r <= reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::uint32_t sum = 0;
+    const std::int64_t n = static_cast<std::int64_t>(buf.size());
+#pragma omp parallel for simd num_threads(threads) reduction(+ : sum) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) sum += buf[static_cast<std::size_t>(i)];
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sink += sum;
+    if (r > 0) best = std::min(best, s);
+  }
+  if (sink == 0) std::printf("(empty)\n");
+  return static_cast<double>(bytes) / best / 1e9;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string formats = "int4,int8,fp8,bf16";
+  int tokens = 1, layers = 8, reps = 5, threads = omp_get_num_procs();
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--formats") formats = v;
+    else if (a == "--tokens") tokens = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--layers") layers = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--reps") reps = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--threads") threads = std::max(1, std::atoi(v.c_str()));
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  std::printf("plain read of 1 GB, %d threads: %.1f GB/s (the one-token products' floor)\n", threads,
+              read_gbps(std::uint64_t{1} << 30, threads, reps));
+  std::printf("%-5s %6s %6s %10s %9s %9s %9s\n", "fmt", "tokens", "layers", "ms/layer", "GB/s", "GFLOP/s", "best GB/s");
+  for (const std::string& format : split(formats)) {
+    if (format != "int4" && format != "int8" && format != "fp8" && format != "bf16") {
+      std::fprintf(stderr, "unknown format %s (int4, int8, fp8, bf16)\n", format.c_str());
+      return 2;
+    }
+    std::mt19937 rng(1);
+    std::vector<Weight> ws;  // [layers * 7]
+    ws.reserve(static_cast<std::size_t>(layers) * std::size(kLayer));
+    std::uint64_t bytes = 0, weights = 0;
+    for (int l = 0; l < layers; ++l) {
+      for (const Shape& s : kLayer) {
+        ws.push_back(make_weight(format, s, rng));
+        bytes += format == "bf16" ? static_cast<std::uint64_t>(s.rows * s.cols) * 2 : ws.back().q.bytes();
+        weights += static_cast<std::uint64_t>(s.rows * s.cols);
+      }
+    }
+    for (Weight& w : ws)
+      if (format != "bf16") w.view.quant = &w.q;  // after the vector stops moving
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(tokens) * 18944), y(static_cast<std::size_t>(tokens) * 18944);  // [tokens, <= 18944]
+    for (float& v : x) v = dist(rng);
+    double total = 0.0, best = 1e30;
+    for (int r = 0; r <= reps; ++r) {  // pass 0 warms up (page faults, thread pool)
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const Weight& w : ws) cpu::matmul(x.data(), w.view, nullptr, y.data(), tokens, threads);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) total += s, best = std::min(best, s);
+    }
+    const double mean = total / reps;
+    std::printf("%-5s %6d %6d %10.2f %9.1f %9.1f %9.1f\n", format.c_str(), tokens, layers, 1e3 * mean / layers,
+                bytes / mean / 1e9, 2.0 * static_cast<double>(weights) * tokens / mean / 1e9, bytes / best / 1e9);
+  }
+  return 0;
+}
