@@ -118,6 +118,34 @@ __attribute__((target("avx512f"))) void block_dot_avx512(const float* const* w, 
   }
 }
 
+// One token times 4 bf16 rows: block_dot_avx512<1>'s operations in its order (the same bits), with
+// each row read straight from the checkpoint and widened in registers (bf16 -> fp32 is exact), so
+// a one-token step reads 2 bytes a weight and writes no fp32 copy. Each row's bytes are asked for
+// kAhead columns before they are reached (the hardware prefetcher alone keeps too few reads in
+// flight: quant_dot_x86.cpp). w: [kRows] rows, x: [len] from c0, part: [kRows].
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void dot4_bf16_avx512(const std::uint16_t* const* w, const float* x,
+                                                                              std::int64_t c0, std::int64_t len, float* part) {
+  constexpr std::int64_t kAhead = 2048;  // columns (4 KB)
+  constexpr __mmask16 all = 0xFFFF;
+  __m512 acc[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  const std::int64_t end = c0 + len;
+  for (std::int64_t i = c0; i < end; i += 16) {
+    const __mmask16 m = end - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (end - i)) - 1);  // lanes in range
+    const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      if ((i & 31) == 0) _mm_prefetch(reinterpret_cast<const char*>(w[r] + i + kAhead), _MM_HINT_T0);  // a line per 32 columns
+      // (the maskz forms, all lanes: the plain ones pass _mm512_undefined_epi32, on which GCC 12 warns)
+      const __m512i wide = _mm512_maskz_cvtepu16_epi32(all, _mm256_maskz_loadu_epi16(m, w[r] + i));
+      const __m512i bits = _mm512_maskz_slli_epi32(all, wide, 16);
+      acc[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(bits), xv, acc[r]);
+    }
+  }
+  sum_lanes4(acc[0], acc[1], acc[2], acc[3], part);
+}
+
 // BlockDot for up to kMaxTok tokens: the kernel of exactly that width.
 __attribute__((target("avx512f"))) void block_dot_avx512_any(const float* const* w, const float* const* x, int tok,
                                                               std::int64_t c0, std::int64_t len, float* part) {
@@ -278,15 +306,50 @@ void matmul_tokens(const float* x, const WeightView& w, const float* bias, float
   }
 }
 
+#if COSMOS_AVX512_BLOCKS
+bool bf16_one_token_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
+// matmul for one token with bf16 weights on AVX-512: the rows in blocks of 4 over chunks of kChunk
+// columns, each row's chunk sums added in order as multiply_row_block adds them, so y is the bits
+// matmul_tokens gives this token alone or in a batch (test_cpu_matmul checks it).
+void matmul_one_token_bf16(const float* x, const WeightView& w, const float* bias, float* y, int threads) {
+  const std::int64_t out = w.rows, in = w.cols;
+  const auto* base = reinterpret_cast<const std::uint16_t*>(w.data);  // [out, in] bf16 bits
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t o0 = 0; o0 < out; o0 += kRows) {
+    const int nr = static_cast<int>(std::min<std::int64_t>(kRows, out - o0));
+    const std::uint16_t* rows[kRows];  // past the last row: the block's first again (sums dropped)
+    for (int r = 0; r < kRows; ++r) rows[r] = base + (o0 + (r < nr ? r : 0)) * in;
+    float acc[kRows] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (std::int64_t c0 = 0; c0 < in; c0 += kChunk) {
+      float part[kRows];
+      dot4_bf16_avx512(rows, x, c0, std::min(kChunk, in - c0), part);
+      for (int r = 0; r < kRows; ++r) acc[r] += part[r];
+    }
+    for (int r = 0; r < nr; ++r) y[o0 + r] = acc[r] + (bias ? bias[o0 + r] : 0.0f);
+  }
+}
+#endif
+
 }  // namespace
 
 void matmul(const float* x, const WeightView& w, const float* bias, float* y, int n, int threads, BlockKernel kernel) {
   // bf16 / fp16 / fp32 weights take the AVX-512 block kernels for one token too: a token's sums are
   // then the same bits alone and in a batch (each sum its own chain of additions in a fixed order,
   // the same in every block width), so several answers generated at once equal each one generated
-  // alone (test_real_chat_engine_answers). The rows are still read once per call. (With the
+  // alone (test_real_chat_engine_answers). The rows are still read once per call; bf16 ones
+  // straight from the checkpoint (matmul_one_token_bf16, the same sums). (With the
   // portable kernel one token reads the rows one by one, as its omp simd sums over a whole row; the
   // 4 x 4 block's sums agree with them for rows of up to one chunk, as on the tiny test model.)
+#if COSMOS_AVX512_BLOCKS
+  if (n == 1 && !w.quant && w.dtype == DType::bf16 && kernel == BlockKernel::best && bf16_one_token_avx512()) {
+    matmul_one_token_bf16(x, w, bias, y, threads);
+    return;
+  }
+#endif
   if (n == 1 && (w.quant || choose_block_kernel(kernel).width == kTok)) {
     if (w.quant) matmul_one_token_quant(x, w, bias, y, threads);
     else matmul_one_token_rows(x, w, bias, y, threads);
