@@ -3,6 +3,8 @@
 // pass reads the weights from memory), `--tokens` tokens at a time, in each weight format. Prints
 // milliseconds per layer, the weights' GB/s and GFLOP/s (2 FLOPs per weight and
 // token). Random bytes stand in for quantized weights: the kernels' speed does not depend on values.
+// (A plain vectorized read of 1 GB measured slower, 27.6 GB/s, than the int8 product's 42 on the
+// 2-core VM, so it is no floor and is not printed; docs/PERFORMANCE.md, session 50.)
 // Not a test (no assertion); speed is measured here, never asserted.
 //
 //   bench_cpu_matmul [--formats int4,int8,fp8,bf16] [--tokens 1] [--layers 8] [--reps 5] [--threads N]
@@ -66,26 +68,6 @@ Weight make_weight(const std::string& format, const Shape& s, std::mt19937& rng)
   return w;
 }
 
-// The floor: GB/s of a plain read of `bytes` bytes (a sum of 32-bit words, vectorized, `threads`
-// wide), the best of `reps` passes.
-double read_gbps(std::uint64_t bytes, int threads, int reps) {
-  std::vector<std::uint32_t> buf(bytes / 4, 1u);  // [bytes / 4] words
-  double best = 1e30;
-  std::uint32_t sink = 0;
-  for (int r = 0; r <= reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::uint32_t sum = 0;
-    const std::int64_t n = static_cast<std::int64_t>(buf.size());
-#pragma omp parallel for simd num_threads(threads) reduction(+ : sum) schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) sum += buf[static_cast<std::size_t>(i)];
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    sink += sum;
-    if (r > 0) best = std::min(best, s);
-  }
-  if (sink == 0) std::printf("(empty)\n");
-  return static_cast<double>(bytes) / best / 1e9;
-}
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -110,8 +92,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("plain read of 1 GB, %d threads: %.1f GB/s (the one-token products' floor)\n", threads,
-              read_gbps(std::uint64_t{1} << 30, threads, reps));
   std::printf("%-5s %6s %6s %10s %9s %9s %9s\n", "fmt", "tokens", "layers", "ms/layer", "GB/s", "GFLOP/s", "best GB/s");
   for (const std::string& format : split(formats)) {
     if (format != "int4" && format != "int8" && format != "fp8" && format != "bf16") {
