@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 namespace cosmos {
 namespace {
@@ -48,6 +49,13 @@ std::uint16_t bf16_round_up_nonneg(float x) {
 inline float round_even(float x) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   return (x + kMagic) - kMagic;
+}
+
+// std::clamp for a non-NaN x, by value: the selects vectorize (std::clamp's references kept GCC 12
+// from vectorizing the loops that call it).
+inline float clamp_value(float x, float lo, float hi) {
+  x = x < lo ? lo : x;
+  return hi < x ? hi : x;
 }
 
 // ---- E4M3 decoding table ----------------------------------------------------------------------
@@ -85,6 +93,24 @@ constexpr std::array<float, 256> make_e4m3_table() {
 
 constexpr std::array<float, 256> kE4m3 = make_e4m3_table();
 
+// ---- E4M3 encoding ----------------------------------------------------------------------------
+
+// float_to_e4m3 as selects instead of branches, so quantize_fp8_row's loop vectorizes: the nearest
+// E4M3 value, ties to even; |v| >= 448 (infinity too) saturates to +-448; NaN gives 0x7F. Normals
+// round their 23 mantissa bits to 3 at bit 20 (a carry runs into the exponent); below 2^-6 the code
+// is |v| * 2^9 rounded to an integer (exact scaling; 8 is the smallest normal's code, 0x08).
+inline std::uint8_t e4m3_encode(float v) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
+  const std::uint32_t sign = (u >> 24) & 0x80u;
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  const std::uint32_t normal = ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - (120u << 3);  // rebias 127 -> 7
+  const float below = std::bit_cast<float>(a < 0x3C800000u ? a : 0x3C800000u);  // |v| capped at 2^-6 (NaN too)
+  const auto sub = static_cast<std::uint32_t>(static_cast<std::int32_t>(round_even(below * 512.0f)));
+  std::uint32_t code = a >= 0x3C800000u ? normal : sub;  // |v| >= 2^-6: a normal
+  code = a >= 0x43E00000u ? 0x7Eu : code;               // |v| >= 448
+  return static_cast<std::uint8_t>(a > 0x7F800000u ? 0x7Fu : (sign | code));
+}
+
 // ---- reading source rows ----------------------------------------------------------------------
 
 // The largest magnitude quantized: 2^126 keeps every step in range (int4's max - min <= 2^127, so
@@ -115,23 +141,43 @@ struct LoadF32 {
 };
 
 // Converts one source row to fp32 in dst and records each group's min / max. Returns the first
-// column that is NaN, infinite or beyond kMaxWeight, or -1.
+// column that is NaN, infinite or beyond kMaxWeight, or -1. The loops vectorize (omp simd), so their
+// minimum and maximum come out of vector lanes in any order; that changes nothing but the sign of a
+// zero, and the scalar rule (std::min / std::max keep the first of equal values, which the GPU's
+// quantizer follows too) is restored for a group whose minimum or maximum is a zero.
 template <typename Load>
-std::int64_t load_row(const std::byte* row, std::int64_t cols, float* dst, float* gmin, float* gmax) {
+[[gnu::always_inline]] inline std::int64_t load_row(const std::byte* row, std::int64_t cols, float* dst, float* gmin,
+                                                    float* gmax) {
   for (std::int64_t c0 = 0, g = 0; c0 < cols; c0 += kInt4GroupSize, ++g) {
     const std::int64_t c1 = std::min<std::int64_t>(cols, c0 + kInt4GroupSize);
     float mn = std::numeric_limits<float>::infinity(), mx = -mn;
+    int bad = 0;
+#pragma omp simd reduction(min : mn) reduction(max : mx) reduction(| : bad)
     for (std::int64_t c = c0; c < c1; ++c) {
       const float x = Load::at(row, c);
-      if (!(std::fabs(x) <= kMaxWeight)) return c;  // NaN, infinity or out of range
       dst[c] = x;
-      mn = std::min(mn, x);
-      mx = std::max(mx, x);
+      bad |= !(std::fabs(x) <= kMaxWeight);  // NaN, infinity or out of range
+      mn = x < mn ? x : mn;
+      mx = mx < x ? x : mx;
+    }
+    if (bad) {
+      for (std::int64_t c = c0; c < c1; ++c)
+        if (!(std::fabs(dst[c]) <= kMaxWeight)) return c;
+    }
+    if (mn == 0.0f || mx == 0.0f) {  // -0 or +0: the first zero's sign, as a scalar pass keeps it
+      const float* z = std::find(dst + c0, dst + c1, 0.0f);
+      if (mn == 0.0f) mn = *z;
+      if (mx == 0.0f) mx = *z;
     }
     gmin[g] = mn;
     gmax[g] = mx;
   }
   return -1;
+}
+
+// bf16 checkpoints' rows (the common case) at each x86-64 level's vector width.
+COSMOS_SIMD_CLONES std::int64_t load_row_bf16(const std::byte* row, std::int64_t cols, float* dst, float* gmin, float* gmax) {
+  return load_row<LoadBf16>(row, cols, dst, gmin, gmax);
 }
 
 // ---- one row of each format (src: the row in fp32; gmin / gmax: its groups' ranges) ------------
@@ -142,34 +188,37 @@ float row_absmax(const float* gmin, const float* gmax, std::int64_t groups) {
   return a;
 }
 
-void quantize_int8_row(const float* src, std::int64_t cols, float absmax, float& scale, std::uint8_t* q) {
+COSMOS_SIMD_CLONES void quantize_int8_row(const float* src, std::int64_t cols, float absmax, float& scale, std::uint8_t* q) {
   const float s = absmax / 127.0f;
   scale = s;
   if (s == 0.0f) {  // a row of zeros (or one so tiny that its scale underflows)
     std::fill(q, q + cols, std::uint8_t{0});
     return;
   }
+#pragma omp simd
   for (std::int64_t c = 0; c < cols; ++c) {
-    const float x = std::clamp(src[c] / s, -127.0f, 127.0f);
+    const float x = clamp_value(src[c] / s, -127.0f, 127.0f);
     q[c] = static_cast<std::uint8_t>(static_cast<std::int8_t>(round_even(x)));
   }
 }
 
-void quantize_fp8_row(const float* src, std::int64_t cols, float absmax, float& scale, std::uint8_t* q) {
+COSMOS_SIMD_CLONES void quantize_fp8_row(const float* src, std::int64_t cols, float absmax, float& scale, std::uint8_t* q) {
   const float s = absmax / 448.0f;
   scale = s;
   if (s == 0.0f) {
     std::fill(q, q + cols, std::uint8_t{0});
     return;
   }
-  for (std::int64_t c = 0; c < cols; ++c) q[c] = float_to_e4m3(src[c] / s);
+#pragma omp simd
+  for (std::int64_t c = 0; c < cols; ++c) q[c] = e4m3_encode(src[c] / s);
 }
 
 // One int4 group [c0, c1) with range [lo, hi]: chooses m (bf16 rounded down from lo) and s (bf16
 // rounded up from (hi - m) / 15), so every weight lies in [m, m + 15 s] and only q's own rounding
 // (at most s/2) remains. c0 is even (groups are 128 wide), so bytes are never shared between groups.
-void quantize_int4_group(const float* src, std::int64_t c0, std::int64_t c1, float lo, float hi,
-                         std::uint16_t& scale_bits, std::uint16_t& min_bits, std::uint8_t* q) {
+[[gnu::always_inline]] inline void quantize_int4_group(const float* src, std::int64_t c0, std::int64_t c1, float lo,
+                                                      float hi, std::uint16_t& scale_bits, std::uint16_t& min_bits,
+                                                      std::uint8_t* q) {
   min_bits = bf16_round_down(lo);
   const float m = bf16_to_float(min_bits);
   const double span = (static_cast<double>(hi) - static_cast<double>(m)) / 15.0;  // exact enough, no overflow
@@ -187,11 +236,21 @@ void quantize_int4_group(const float* src, std::int64_t c0, std::int64_t c1, flo
     return;
   }
   auto q4 = [&](float w) {
-    return static_cast<std::uint8_t>(static_cast<int>(round_even(std::clamp((w - m) / s, 0.0f, 15.0f))));
+    return static_cast<std::uint8_t>(static_cast<int>(round_even(clamp_value((w - m) / s, 0.0f, 15.0f))));
   };
-  std::int64_t c = c0;
-  for (; c + 1 < c1; c += 2) q[c / 2] = static_cast<std::uint8_t>(q4(src[c]) | (q4(src[c + 1]) << 4));
-  if (c < c1) q[c / 2] = q4(src[c]);  // a last odd column: high nibble 0
+  const std::int64_t pairs = (c1 - c0) / 2;
+  const float* w = src + c0;
+  std::uint8_t* out = q + c0 / 2;
+#pragma omp simd
+  for (std::int64_t i = 0; i < pairs; ++i) out[i] = static_cast<std::uint8_t>(q4(w[2 * i]) | (q4(w[2 * i + 1]) << 4));
+  if (c0 + 2 * pairs < c1) out[pairs] = q4(w[2 * pairs]);  // a last odd column: high nibble 0
+}
+
+// A row's groups: scale_bits / min_bits [groups], q [ceil(cols / 2)].
+COSMOS_SIMD_CLONES void quantize_int4_row(const float* src, std::int64_t cols, const float* gmin, const float* gmax,
+                                          std::uint16_t* scale_bits, std::uint16_t* min_bits, std::uint8_t* q) {
+  for (std::int64_t g = 0, c0 = 0; c0 < cols; ++g, c0 += kInt4GroupSize)
+    quantize_int4_group(src, c0, std::min(cols, c0 + kInt4GroupSize), gmin[g], gmax[g], scale_bits[g], min_bits[g], q);
 }
 
 template <typename Load>
@@ -203,7 +262,9 @@ Status quantize_rows_as(const std::byte* data, std::size_t elem, QuantizedMatrix
   std::vector<float> gmin(static_cast<std::size_t>(groups)), gmax(static_cast<std::size_t>(groups));
   for (std::int64_t r = row0; r < row1; ++r) {
     const std::byte* src = data + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) * elem;
-    if (const std::int64_t bad = load_row<Load>(src, cols, buf.data(), gmin.data(), gmax.data()); bad >= 0) {
+    const std::int64_t bad = std::is_same_v<Load, LoadBf16> ? load_row_bf16(src, cols, buf.data(), gmin.data(), gmax.data())
+                                                            : load_row<Load>(src, cols, buf.data(), gmin.data(), gmax.data());
+    if (bad >= 0) {
       const float x = Load::at(src, bad);
       const std::string where = "the weight at row " + std::to_string(r) + ", column " + std::to_string(bad);
       if (std::isfinite(x))
@@ -222,13 +283,11 @@ Status quantize_rows_as(const std::byte* data, std::size_t elem, QuantizedMatrix
       case QuantFormat::fp8_row:
         quantize_fp8_row(buf.data(), cols, row_absmax(gmin.data(), gmax.data(), groups), m.row_scale[r], q);
         break;
-      case QuantFormat::int4_group:
-        for (std::int64_t g = 0; g < groups; ++g) {
-          const std::int64_t c0 = g * kInt4GroupSize, c1 = std::min(cols, c0 + kInt4GroupSize);
-          const std::size_t k = static_cast<std::size_t>(r * groups + g);
-          quantize_int4_group(buf.data(), c0, c1, gmin[g], gmax[g], m.group_scale[k], m.group_min[k], q);
-        }
+      case QuantFormat::int4_group: {
+        const std::size_t k = static_cast<std::size_t>(r * groups);
+        quantize_int4_row(buf.data(), cols, gmin.data(), gmax.data(), &m.group_scale[k], &m.group_min[k], q);
         break;
+      }
     }
   }
   return ok_status();
@@ -464,27 +523,7 @@ bool set_quant_dot_isa(QuantDotIsa isa) {
   return true;
 }
 
-std::uint8_t float_to_e4m3(float v) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
-  const auto sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
-  const std::uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return 0x7F;             // NaN (canonical code, sign dropped)
-  if (a >= 0x43E00000u) return static_cast<std::uint8_t>(sign | 0x7Eu);  // |v| >= 448 (infinity included): saturate
-  if (a >= 0x3C800000u) {                       // |v| >= 2^-6: an E4M3 normal
-    // Round the 23 mantissa bits to 3 at bit 20, ties to even; a carry runs into the exponent.
-    const std::uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;
-    return static_cast<std::uint8_t>(sign | (r - (120u << 3)));  // rebias 127 -> 7
-  }
-  // E4M3 subnormal: code = |v| / 2^-9 rounded to nearest even; 8 becomes the smallest normal (0x08).
-  const std::uint32_t exp = a >> 23;
-  const std::uint32_t shift = 141u - exp;  // |v| * 2^9 = significand * 2^(exp - 127 - 23 + 9)
-  if (exp == 0 || shift > 24) return sign;  // below 2^-10, half the smallest subnormal: +-0
-  const std::uint32_t sig = (a & 0x7FFFFFu) | 0x800000u;
-  std::uint32_t q = sig >> shift;
-  const std::uint32_t rem = sig & ((1u << shift) - 1u), half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (q & 1u))) ++q;
-  return static_cast<std::uint8_t>(sign | q);
-}
+std::uint8_t float_to_e4m3(float v) { return e4m3_encode(v); }
 
 float e4m3_to_float(std::uint8_t bits) { return kE4m3[bits]; }
 

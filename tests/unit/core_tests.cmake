@@ -25,3 +25,6 @@ add_executable(bench_cpu_matmul ${CMAKE_CURRENT_SOURCE_DIR}/bench_cpu_matmul.cpp
 target_link_libraries(bench_cpu_matmul PRIVATE cosmos_engine OpenMP::OpenMP_CXX)
 target_include_directories(bench_cpu_matmul PRIVATE ${PROJECT_SOURCE_DIR}/engine/src)
 cosmos_warnings(bench_cpu_matmul)
+add_executable(bench_quantize ${CMAKE_CURRENT_SOURCE_DIR}/bench_quantize.cpp)
+target_link_libraries(bench_quantize PRIVATE cosmos_engine OpenMP::OpenMP_CXX)
+cosmos_warnings(bench_quantize)

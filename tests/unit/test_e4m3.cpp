@@ -105,5 +105,22 @@ TEST(E4m3, MatchesBruteForceNearestCodeOnRandomFloats) {
   }
 }
 
+// Every float whose low 16 bits are one of the patterns that decide a rounding (exact, just above or
+// below a tie, all ones) with every high half: all exponents and the mantissa bits where E4M3's
+// normals and subnormals round. The encoder is branch-free selects (it vectorizes in
+// quantize_fp8_row); the brute-force search is the definition.
+TEST(E4m3, MatchesBruteForceOnEveryHighHalfWithEdgeLowHalves) {
+  for (std::uint32_t hi = 0; hi < 0x10000u; ++hi) {
+    for (const std::uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+      const float v = std::bit_cast<float>(hi << 16 | lo);
+      if (std::isnan(v)) {
+        ASSERT_EQ(float_to_e4m3(v), 0x7F);
+        continue;
+      }
+      ASSERT_EQ(float_to_e4m3(v), e4m3_brute_force(v)) << std::hex << "bits 0x" << (hi << 16 | lo);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cosmos

@@ -383,6 +383,79 @@ TEST(Quant, RowRangesQuantizeIndependently) {
   }
 }
 
+// The vectorized quantization (engine/src/quant.cpp: omp simd loops at each x86-64 level) equals the
+// one-weight-at-a-time definition (quant_test_reference.h) bit for bit: codes, row scales, group
+// scales and minima, for each source dtype (bf16 rows take the multi-versioned path, f16 / f32 the
+// portable one), on rows that hit the edge cases: signed zeros in either order (the group minimum's
+// sign), ties of the rounding (int8 rows whose scale is 1, int4 groups whose scale is 1),
+// subnormals, constant groups, huge and tiny rows, and widths that end inside a group or a byte.
+TEST(Quant, VectorizedQuantizationEqualsTheDefinitionBitForBit) {
+  enum { kGaussRow, kMinusZeroFirst, kPlusZeroFirst, kInt8Ties, kInt4Ties, kSubnormal, kHuge, kConst, kRows };
+  std::mt19937 rng(11);
+  std::normal_distribution<float> gauss(0.0f, 0.02f);
+  std::uniform_int_distribution<int> step(0, 253);
+  // Where the signed zeros sit in a group (the first listed comes first), so that a vector lane other
+  // than the first zero's holds a zero of the other sign; rows kMinusZeroFirst and kPlusZeroFirst
+  // mirror the signs, so a minimum taken from a fixed lane fails one of them.
+  constexpr std::int64_t kZeroAt[3][4] = {{13, 18, 64, 127}, {1, 40, 41, 90}, {100, 101, 102, 103}};
+  for (const std::int64_t cols : {1, 7, 128, 129, 200, 256, 1000, 3584}) {
+   for (const DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+    const int range = dtype == DType::f16 ? 12 : 120;  // f16 holds up to 65504, subnormals below 2^-14
+    std::vector<float> v(static_cast<std::size_t>(kRows * cols));
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const std::int64_t k = c % kInt4GroupSize;
+        float x = 0.0f;
+        switch (r) {
+          case kGaussRow: x = gauss(rng); break;
+          case kMinusZeroFirst:
+          case kPlusZeroFirst: {  // zeros at four columns of each group, the first one of its own sign
+            const std::int64_t* z = kZeroAt[(c / kInt4GroupSize) % 3];
+            const bool first = k == z[0], zero = first || k == z[1] || k == z[2] || k == z[3];
+            x = !zero ? std::fabs(gauss(rng)) : (first == (r == kMinusZeroFirst)) ? -0.0f : 0.0f;
+            break;
+          }
+          case kInt8Ties: x = c == 0 ? 127.0f : static_cast<float>(step(rng) - 127) + 0.5f; break;  // scale 1
+          case kInt4Ties: x = k == 0 ? 0.0f : k == 1 ? 15.0f : static_cast<float>(step(rng) % 15) + 0.5f; break;
+          case kSubnormal: x = std::ldexp(gauss(rng), -range); break;  // subnormal in f32 and bf16
+          case kHuge: x = std::ldexp(gauss(rng), range); break;
+          case kConst: x = c < kInt4GroupSize ? -0.75f : 3.0f; break;
+        }
+        v[static_cast<std::size_t>(r * cols + c)] = x;
+      }
+    }
+    {
+      const Source src = make_source(v, dtype);
+      for (const QuantFormat f : {QuantFormat::int8_row, QuantFormat::fp8_row, QuantFormat::int4_group}) {
+        SCOPED_TRACE(std::string(name(f)) + " " + std::string(dtype_name(dtype)) + " cols " + std::to_string(cols));
+        const QuantizedMatrix m = quantize_all(src, f, kRows, cols);
+        const std::int64_t row_bytes = f == QuantFormat::int4_group ? (cols + 1) / 2 : cols;
+        for (std::int64_t r = 0; r < kRows; ++r) {
+          const float* w = src.w.data() + r * cols;
+          std::vector<std::uint8_t> q(static_cast<std::size_t>(row_bytes), 0);
+          if (f == QuantFormat::int4_group) {
+            for (std::int64_t g = 0; g < m.groups(); ++g) {
+              std::uint16_t sb = 0, mb = 0;
+              quant_test::quantize_group_ref(w, g * kInt4GroupSize, std::min(cols, (g + 1) * kInt4GroupSize), q.data(), sb, mb);
+              const auto k = static_cast<std::size_t>(r * m.groups() + g);
+              EXPECT_EQ(m.group_scale[k], sb) << "row " << r << " group " << g;
+              EXPECT_EQ(m.group_min[k], mb) << "row " << r << " group " << g;
+            }
+          } else {
+            float scale = 0.0f;
+            quant_test::quantize_row_ref(f == QuantFormat::fp8_row, w, cols, q.data(), scale);
+            EXPECT_EQ(std::bit_cast<std::uint32_t>(m.row_scale[static_cast<std::size_t>(r)]), std::bit_cast<std::uint32_t>(scale))
+                << "row " << r;
+          }
+          for (std::int64_t b = 0; b < row_bytes; ++b)
+            ASSERT_EQ(m.q[static_cast<std::size_t>(r * row_bytes + b)], q[static_cast<std::size_t>(b)]) << "row " << r << " byte " << b;
+        }
+      }
+    }
+  }
+  }
+}
+
 void expect_non_finite(const Source& src, std::int64_t rows, std::int64_t cols, std::int64_t row, std::int64_t col) {
   for (const QuantFormat f : {QuantFormat::int8_row, QuantFormat::fp8_row, QuantFormat::int4_group}) {
     QuantizedMatrix m = make_quantized(f, rows, cols);
