@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -87,6 +88,20 @@ Result<MappedFile> MappedFile::open(const std::filesystem::path& path) {
   file.data_ = static_cast<const std::byte*>(p);
   file.size_ = size;
   return file;
+}
+
+bool prefault_read(const std::byte* p, std::size_t bytes) {
+#if defined(MADV_POPULATE_READ)
+  if (p == nullptr || bytes == 0) return true;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(p) + bytes;
+  return ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0;
+#else
+  (void)p;
+  (void)bytes;
+  return false;
+#endif
 }
 
 }  // namespace cosmos

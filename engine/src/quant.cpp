@@ -20,6 +20,10 @@
 #include <string>
 #include <type_traits>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace cosmos {
 namespace {
 
@@ -311,6 +315,27 @@ std::uint64_t QuantizedMatrix::bytes() const {
          group_min.size() * sizeof(std::uint16_t);
 }
 
+namespace {
+
+// Fills v with n zeros in memory that Linux may back with 2 MB pages: the buffer is reserved (not
+// yet touched), its whole 2 MB pages are advised MADV_HUGEPAGE (transparent huge pages in "madvise"
+// mode; a no-op in "always" mode or where the kernel lacks them, so a failure changes nothing but
+// speed), and only then filled. A 7B model's int4 weights then fault in ~2,200 times instead of
+// ~1.1 million (each fault costs microseconds in a VM): bench_quantize does not see it (it touches
+// its buffers before timing), a CPU load does.
+void assign_zeros_huge(std::vector<std::uint8_t>& v, std::size_t n) {
+  v.reserve(n);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<std::uintptr_t>(v.data());
+  const std::uintptr_t lo = (begin + kHuge - 1) & ~(kHuge - 1), hi = (begin + n) & ~(kHuge - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+#endif
+  v.assign(n, 0);
+}
+
+}  // namespace
+
 QuantizedMatrix make_quantized(QuantFormat format, std::int64_t rows, std::int64_t cols) {
   assert(rows >= 0 && cols >= 0);
   QuantizedMatrix m;
@@ -321,11 +346,11 @@ QuantizedMatrix make_quantized(QuantFormat format, std::int64_t rows, std::int64
   switch (format) {
     case QuantFormat::int8_row:
     case QuantFormat::fp8_row:
-      m.q.assign(r * c, 0);
+      assign_zeros_huge(m.q, r * c);
       m.row_scale.assign(r, 0.0f);
       break;
     case QuantFormat::int4_group:
-      m.q.assign(r * ((c + 1) / 2), 0);
+      assign_zeros_huge(m.q, r * ((c + 1) / 2));
       m.group_scale.assign(r * static_cast<std::size_t>(m.groups()), 0);
       m.group_min.assign(r * static_cast<std::size_t>(m.groups()), 0);
       break;

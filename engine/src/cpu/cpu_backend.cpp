@@ -15,6 +15,7 @@
 #include "cosmos/checkpoint.h"
 #include "cosmos/memory_estimate.h"
 #include "cosmos/quant.h"
+#include "cosmos/mapped_file.h"
 #include "cosmos/quant_cache.h"
 #include "cpu/cpu_ops.h"
 
@@ -163,6 +164,7 @@ Status CpuBackend::quantize_weights(QuantFormat format, const std::function<bool
                             " weights: they need " + std::to_string(total >> 20) + " MiB, and the allocation failed after " +
                             std::to_string(quantized_bytes_ >> 20) + " MiB");
     }
+    prefault_read(v.data, static_cast<std::size_t>(v.rows * v.cols) * dtype_size(v.dtype));  // the source's pages, at once
     // Rows in chunks over the threads; the first error (a non-finite weight) wins.
     constexpr std::int64_t kChunk = 64;
     const std::int64_t chunks = (v.rows + kChunk - 1) / kChunk;
