@@ -153,17 +153,31 @@ Status CpuBackend::quantize_weights(QuantFormat format, const std::function<bool
   for (const WeightView* v : targets)
     total += linear_weight_bytes(static_cast<std::uint64_t>(v->rows), static_cast<std::uint64_t>(v->cols),
                                  options_.precision);
+  // All the quantized matrices first, over the threads: filling fresh memory costs the kernel a zeroed
+  // page per first touch (in a VM, with the host's fault behind it), which one thread paid alone
+  // before the quantization of each matrix (docs/PERFORMANCE.md, session 51).
+  std::vector<std::unique_ptr<QuantizedMatrix>> made(targets.size());
+  std::atomic<bool> no_memory{false};
+#pragma omp parallel for num_threads(threads_) schedule(dynamic)
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (no_memory.load(std::memory_order_relaxed)) continue;
+    try {
+      made[i] = std::make_unique<QuantizedMatrix>(make_quantized(format, targets[i]->rows, targets[i]->cols));
+    } catch (const std::bad_alloc&) {
+      no_memory = true;
+    }
+  }
+  if (no_memory) {
+    std::uint64_t allocated = 0;
+    for (const auto& m : made) allocated += m ? m->bytes() : 0;
+    return make_error(ErrorCategory::out_of_memory, "backend.memory",
+                      "not enough memory for the " + std::string(to_string(options_.precision)) +
+                          " weights: they need " + std::to_string(total >> 20) + " MiB, and the allocation failed after " +
+                          std::to_string(allocated >> 20) + " MiB");
+  }
   for (std::size_t i = 0; i < targets.size(); ++i) {
     WeightView& v = *targets[i];
-    std::unique_ptr<QuantizedMatrix> m;
-    try {
-      m = std::make_unique<QuantizedMatrix>(make_quantized(format, v.rows, v.cols));
-    } catch (const std::bad_alloc&) {
-      return make_error(ErrorCategory::out_of_memory, "backend.memory",
-                        "not enough memory for the " + std::string(to_string(options_.precision)) +
-                            " weights: they need " + std::to_string(total >> 20) + " MiB, and the allocation failed after " +
-                            std::to_string(quantized_bytes_ >> 20) + " MiB");
-    }
+    std::unique_ptr<QuantizedMatrix> m = std::move(made[i]);
     prefault_read(v.data, static_cast<std::size_t>(v.rows * v.cols) * dtype_size(v.dtype));  // the source's pages, at once
     // Rows in chunks over the threads; the first error (a non-finite weight) wins.
     constexpr std::int64_t kChunk = 64;
