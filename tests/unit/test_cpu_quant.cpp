@@ -156,6 +156,29 @@ TEST(CpuQuantizedLoad, ReportsProgressThroughTheQuantizationAndCanBeCancelled) {
   EXPECT_EQ(cancelled.error().code, "load.cancelled");
 }
 
+// bf16 maps the checkpoint's pages at load, a matrix at a time (prefault_read), under the progress
+// callback: one report per matrix, and a cancel among them stops the load.
+TEST(CpuQuantizedLoad, Bf16MapsItsWeightsUnderProgressAndCanBeCancelled) {
+  std::vector<double> seen;
+  BackendOptions o;
+  o.progress = [&](double f) {
+    seen.push_back(f);
+    return true;
+  };
+  ASSERT_TRUE(backend(Precision::bf16, o));
+  ASSERT_GE(seen.size(), 4u);  // 0, one per matrix, 1
+  EXPECT_EQ(seen.front(), 0.0);
+  EXPECT_EQ(seen.back(), 1.0);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  int calls = 0;
+  o.progress = [&](double) { return ++calls < 3; };
+  o.precision = Precision::bf16;
+  auto cancelled = create_cpu_backend(testing::tiny_model_dir(), o);
+  ASSERT_FALSE(cancelled.ok());
+  EXPECT_EQ(cancelled.error().code, "load.cancelled");
+  EXPECT_EQ(calls, 3);
+}
+
 TEST(CpuQuantizedLoad, Fp16IsRefusedWithAReason) {
   BackendOptions o;
   o.precision = Precision::fp16;
