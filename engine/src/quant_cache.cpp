@@ -4,8 +4,10 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <span>
 #include <system_error>
 
@@ -142,14 +144,31 @@ Result<std::map<std::string, QuantizedMatrix>> read_quant_cache(const fs::path& 
   for (const TensorInfo& t : f->tensors()) parts.push_back({t.name, t.dtype, t.shape, f->data(t)});
   if (hex64(checksum(parts)) != value(kKeyChecksum)) return corrupt(file, "checksum mismatch (damaged on disk)");
 
-  std::map<std::string, QuantizedMatrix> out;
-  for (const auto& [key, cols_text] : meta) {
-    if (key.rfind(kColsPrefix, 0) != 0) continue;
-    const std::string name = key.substr(std::strlen(kColsPrefix));
+  // The matrices named in the metadata, then filled over the threads: a fresh buffer's pages cost
+  // the kernel a zeroed page at first touch, which one thread paid alone (docs/PERFORMANCE.md,
+  // session 51).
+  std::vector<std::pair<std::string, std::int64_t>> named;  // (name, cols)
+  for (const auto& [key, cols_text] : meta)
+    if (key.rfind(kColsPrefix, 0) == 0) named.emplace_back(key.substr(std::strlen(kColsPrefix)), std::atoll(cols_text.c_str()));
+  std::vector<QuantizedMatrix> made(named.size());
+  std::vector<std::string> problem(named.size());  // empty: filled
+  std::atomic<bool> no_memory{false};
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    if (no_memory.load(std::memory_order_relaxed)) continue;
+    const std::string& name = named[i].first;
     const TensorInfo* q = f->find(name + ".q");
-    if (!q || q->shape.size() != 2) return corrupt(file, "no values for " + name);
-    const std::int64_t cols = std::atoll(cols_text.c_str());
-    QuantizedMatrix m = make_quantized(*format, q->shape[0], cols);
+    if (!q || q->shape.size() != 2) {
+      problem[i] = "no values for " + name;
+      continue;
+    }
+    try {
+      made[i] = make_quantized(*format, q->shape[0], named[i].second);
+    } catch (const std::bad_alloc&) {
+      no_memory = true;
+      continue;
+    }
+    QuantizedMatrix& m = made[i];
     auto fill = [&](const std::string& part, auto& dst) -> bool {
       const TensorInfo* t = part.empty() ? q : f->find(name + part);
       if (!t) return false;
@@ -163,8 +182,15 @@ Result<std::map<std::string, QuantizedMatrix>> read_quant_cache(const fs::path& 
       ok = ok && fill(".group_scale", m.group_scale) && fill(".group_min", m.group_min);
     else
       ok = ok && fill(".row_scale", m.row_scale);
-    if (!ok) return corrupt(file, "parts of " + name + " are missing or of the wrong size");
-    out.emplace(name, std::move(m));
+    if (!ok) problem[i] = "parts of " + name + " are missing or of the wrong size";
+  }
+  if (no_memory)
+    return make_error(ErrorCategory::out_of_memory, "quant_cache.memory",
+                      file.string() + ": not enough memory to read the quantized weights back");
+  std::map<std::string, QuantizedMatrix> out;
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    if (!problem[i].empty()) return corrupt(file, problem[i]);
+    out.emplace(named[i].first, std::move(made[i]));
   }
   if (out.empty()) return corrupt(file, "no matrices");
   return out;

@@ -14,27 +14,22 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cosmos/quant.h"
 #include "cpu/cpu_ops.h"
+#include "cpu_bench_args.h"
 
 namespace {
 
 using namespace cosmos;
 
-struct Shape {
-  const char* name;
-  std::int64_t rows, cols;
-};
-// Cosmos-Reason1-7B (Qwen2.5-VL-7B): hidden 3584, 28 heads of 128, 4 KV heads, MLP 18944.
-constexpr Shape kLayer[] = {{"q", 3584, 3584},    {"k", 512, 3584},     {"v", 512, 3584},    {"o", 3584, 3584},
-                            {"gate", 18944, 3584}, {"up", 18944, 3584}, {"down", 3584, 18944}};
+using testing::k7bLayer;
+using testing::LayerShape;
+using testing::split_commas;
 
 // One weight matrix in a format: its quantized copy, or raw bf16 bits.
 struct Weight {
@@ -43,7 +38,7 @@ struct Weight {
   cpu::WeightView view;
 };
 
-Weight make_weight(const std::string& format, const Shape& s, std::mt19937& rng) {
+Weight make_weight(const std::string& format, const LayerShape& s, std::mt19937& rng) {
   Weight w;
   std::uniform_int_distribution<int> byte(0, 255);
   if (format == "bf16") {
@@ -68,42 +63,26 @@ Weight make_weight(const std::string& format, const Shape& s, std::mt19937& rng)
   return w;
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string formats = "int4,int8,fp8,bf16";
   int tokens = 1, layers = 8, reps = 5, threads = omp_get_num_procs();
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--formats") formats = v;
-    else if (a == "--tokens") tokens = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--layers") layers = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--reps") reps = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--threads") threads = std::max(1, std::atoi(v.c_str()));
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  if (!testing::parse_bench_args(argc, argv, {{"--formats", &formats}},
+                                 {{"--tokens", &tokens}, {"--layers", &layers}, {"--reps", &reps}, {"--threads", &threads}}))
+    return 2;
   std::printf("%-5s %6s %6s %10s %9s %9s %9s\n", "fmt", "tokens", "layers", "ms/layer", "GB/s", "GFLOP/s", "best GB/s");
-  for (const std::string& format : split(formats)) {
+  for (const std::string& format : split_commas(formats)) {
     if (format != "int4" && format != "int8" && format != "fp8" && format != "bf16") {
       std::fprintf(stderr, "unknown format %s (int4, int8, fp8, bf16)\n", format.c_str());
       return 2;
     }
     std::mt19937 rng(1);
     std::vector<Weight> ws;  // [layers * 7]
-    ws.reserve(static_cast<std::size_t>(layers) * std::size(kLayer));
+    ws.reserve(static_cast<std::size_t>(layers) * std::size(k7bLayer));
     std::uint64_t bytes = 0, weights = 0;
     for (int l = 0; l < layers; ++l) {
-      for (const Shape& s : kLayer) {
+      for (const LayerShape& s : k7bLayer) {
         ws.push_back(make_weight(format, s, rng));
         bytes += format == "bf16" ? static_cast<std::uint64_t>(s.rows * s.cols) * 2 : ws.back().q.bytes();
         weights += static_cast<std::uint64_t>(s.rows * s.cols);

@@ -12,48 +12,29 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cosmos/quant.h"
+#include "cpu_bench_args.h"
 
 namespace {
 
 using namespace cosmos;
 
-struct Shape {
-  std::int64_t rows, cols;
-};
-// Cosmos-Reason1-7B (Qwen2.5-VL-7B): q, k, v, o, gate, up, down of one layer.
-constexpr Shape kLayer[] = {{3584, 3584}, {512, 3584}, {512, 3584}, {3584, 3584}, {18944, 3584}, {18944, 3584}, {3584, 18944}};
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
-  return out;
-}
+using testing::k7bLayer;
+using testing::split_commas;
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string formats = "int4,int8,fp8";
   int layers = 2, reps = 3, threads = omp_get_num_procs();
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--formats") formats = v;
-    else if (a == "--layers") layers = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--reps") reps = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--threads") threads = std::max(1, std::atoi(v.c_str()));
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  if (!testing::parse_bench_args(argc, argv, {{"--formats", &formats}},
+                                 {{"--layers", &layers}, {"--reps", &reps}, {"--threads", &threads}}))
+    return 2;
   // The bf16 source: one buffer as large as the largest matrix, reused ([18944 * 3584] bf16).
   std::vector<std::uint16_t> src(static_cast<std::size_t>(18944) * 3584);
   std::mt19937 rng(1);
@@ -65,7 +46,7 @@ int main(int argc, char** argv) {
     b = static_cast<std::uint16_t>(bits >> 16);
   }
   std::printf("%-5s %6s %8s %12s %10s\n", "fmt", "layers", "threads", "s/1e9 wts", "src GB/s");
-  for (const std::string& format : split(formats)) {
+  for (const std::string& format : split_commas(formats)) {
     if (format != "int4" && format != "int8" && format != "fp8") {
       std::fprintf(stderr, "unknown format %s (int4, int8, fp8)\n", format.c_str());
       return 2;
@@ -74,7 +55,7 @@ int main(int argc, char** argv) {
     std::vector<QuantizedMatrix> ms;  // [layers * 7]
     std::uint64_t weights = 0;
     for (int l = 0; l < layers; ++l)
-      for (const Shape& s : kLayer) {
+      for (const testing::LayerShape& s : k7bLayer) {
         ms.push_back(make_quantized(f, s.rows, s.cols));  // zero-filled: its pages are touched
         weights += static_cast<std::uint64_t>(s.rows * s.cols);
       }

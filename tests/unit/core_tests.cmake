@@ -23,8 +23,9 @@ target_include_directories(test_cpu_matmul PRIVATE ${PROJECT_SOURCE_DIR}/engine/
 # Its speed on the 7B layer shapes (not a test: prints ms per layer, GB/s, GFLOP/s; docs/PERFORMANCE.md).
 add_executable(bench_cpu_matmul ${CMAKE_CURRENT_SOURCE_DIR}/bench_cpu_matmul.cpp)
 target_link_libraries(bench_cpu_matmul PRIVATE cosmos_engine OpenMP::OpenMP_CXX)
-target_include_directories(bench_cpu_matmul PRIVATE ${PROJECT_SOURCE_DIR}/engine/src)
+target_include_directories(bench_cpu_matmul PRIVATE ${PROJECT_SOURCE_DIR}/engine/src ${PROJECT_SOURCE_DIR}/tests/common)
 cosmos_warnings(bench_cpu_matmul)
 add_executable(bench_quantize ${CMAKE_CURRENT_SOURCE_DIR}/bench_quantize.cpp)
 target_link_libraries(bench_quantize PRIVATE cosmos_engine OpenMP::OpenMP_CXX)
+target_include_directories(bench_quantize PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
 cosmos_warnings(bench_quantize)
