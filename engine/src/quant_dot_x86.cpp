@@ -43,11 +43,13 @@ float bf16f(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::u
 
 constexpr std::int64_t kGroupBytes = kInt4GroupSize / 2;  // 64
 
-// The AVX-512 kernels ask for the row bytes kPrefetchAhead bytes ahead of those they multiply (the
-// rows of a thread's share lie one after another, so that is a row or two ahead). On the 2-core
-// AVX-512 VM the hardware prefetcher alone kept too few reads in flight: bench_cpu_matmul, int8
-// 37 -> 42 GB/s, fp8 30 -> 37, int4 24 -> 30 (with its loads below); 1-8 KB measured alike, 4 KB
-// kept. A prefetch never faults, so it may point past the end of the weights.
+// The kernels ask for the row bytes kPrefetchAhead bytes ahead of those they multiply (the rows of
+// a thread's share lie one after another, so that is a row or two ahead), once per 64 bytes. On the
+// 2-core AVX-512 VM the hardware prefetcher alone kept too few reads in flight: bench_cpu_matmul,
+// AVX-512, int8 37 -> 42 GB/s, fp8 30 -> 37, int4 24 -> 30 (with its loads below); 1-8 KB measured
+// alike, 4 KB kept. The AVX2 kernels, timed there with --isa avx2 (four pairs, session 51): int4
+// 16.0 -> 18.0 GB/s, int8 22.1 -> 26.0, fp8 18.8 -> 21.8 (means). A prefetch never faults, so it may
+// point past the end of the weights.
 constexpr std::int64_t kPrefetchAhead = 4096;
 
 inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
@@ -132,6 +134,7 @@ COSMOS_AVX2 float int8_dot_avx2(const std::int8_t* q, const float* x, std::int64
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   std::int64_t c = 0;
   for (; c + 16 <= n; c += 16) {  // 16 weights: two [8] int32 -> fp32 (exact)
+    if ((c & 63) == 0) prefetch(q + c + kPrefetchAhead);
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c));
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_loadu_ps(x + c), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))), _mm256_loadu_ps(x + c + 8), acc1);
@@ -146,6 +149,7 @@ COSMOS_AVX2 float fp8_dot_avx2(const std::uint8_t* q, const float* x, std::int64
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   std::int64_t c = 0;
   for (; c + 16 <= n; c += 16) {  // 16 codes: [16] u16, two [8] fp32
+    if ((c & 63) == 0) prefetch(q + c + kPrefetchAhead);
     const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c)));
     const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, sign), 8),
                                       _mm256_slli_epi16(_mm256_and_si256(b, mag), 7));
@@ -167,6 +171,7 @@ COSMOS_AVX2 float int4_dot_avx2(const std::uint8_t* q, std::int64_t cols, const 
   float rest = 0.0f;
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::int64_t b0 = g * kGroupBytes;
+    prefetch(q + b0 + kPrefetchAhead);
     const float s = bf16f(scale[g]);
     rest += bf16f(minimum[g]) * in.group_sum[static_cast<std::size_t>(g)];
     __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();

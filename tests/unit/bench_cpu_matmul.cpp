@@ -8,6 +8,9 @@
 // Not a test (no assertion); speed is measured here, never asserted.
 //
 //   bench_cpu_matmul [--formats int4,int8,fp8,bf16] [--tokens 1] [--layers 8] [--reps 5] [--threads N]
+//                    [--isa avx512|avx2|portable]
+// --isa picks the quantized one-token products' instruction set (set_quant_dot_isa; default: the best
+// this CPU runs), so an AVX-512 machine can time the AVX2 kernels too; bf16 and prompts ignore it.
 #include <omp.h>
 
 #include <algorithm>
@@ -68,9 +71,18 @@ Weight make_weight(const std::string& format, const LayerShape& s, std::mt19937&
 int main(int argc, char** argv) {
   std::string formats = "int4,int8,fp8,bf16";
   int tokens = 1, layers = 8, reps = 5, threads = omp_get_num_procs();
-  if (!testing::parse_bench_args(argc, argv, {{"--formats", &formats}},
+  std::string isa;
+  if (!testing::parse_bench_args(argc, argv, {{"--formats", &formats}, {"--isa", &isa}},
                                  {{"--tokens", &tokens}, {"--layers", &layers}, {"--reps", &reps}, {"--threads", &threads}}))
     return 2;
+  if (!isa.empty()) {
+    const QuantDotIsa want = isa == "avx512" ? QuantDotIsa::avx512 : isa == "avx2" ? QuantDotIsa::avx2 : QuantDotIsa::portable;
+    if ((isa != "avx512" && isa != "avx2" && isa != "portable") || !set_quant_dot_isa(want)) {
+      std::fprintf(stderr, "--isa %s: not one of avx512, avx2, portable that this CPU runs\n", isa.c_str());
+      return 2;
+    }
+  }
+  std::printf("quantized one-token products on %s\n", name(quant_dot_isa()));
   std::printf("%-5s %6s %6s %10s %9s %9s %9s\n", "fmt", "tokens", "layers", "ms/layer", "GB/s", "GFLOP/s", "best GB/s");
   for (const std::string& format : split_commas(formats)) {
     if (format != "int4" && format != "int8" && format != "fp8" && format != "bf16") {
