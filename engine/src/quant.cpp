@@ -266,8 +266,9 @@ Status quantize_rows_as(const std::byte* data, std::size_t elem, QuantizedMatrix
   std::vector<float> gmin(static_cast<std::size_t>(groups)), gmax(static_cast<std::size_t>(groups));
   for (std::int64_t r = row0; r < row1; ++r) {
     const std::byte* src = data + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) * elem;
-    const std::int64_t bad = std::is_same_v<Load, LoadBf16> ? load_row_bf16(src, cols, buf.data(), gmin.data(), gmax.data())
-                                                            : load_row<Load>(src, cols, buf.data(), gmin.data(), gmax.data());
+    std::int64_t bad;
+    if constexpr (std::is_same_v<Load, LoadBf16>) bad = load_row_bf16(src, cols, buf.data(), gmin.data(), gmax.data());
+    else bad = load_row<Load>(src, cols, buf.data(), gmin.data(), gmax.data());
     if (bad >= 0) {
       const float x = Load::at(src, bad);
       const std::string where = "the weight at row " + std::to_string(r) + ", column " + std::to_string(bad);

@@ -136,47 +136,31 @@ TEST_P(CpuQuantized, OneTokenStepsMatchThePrefillPositions) {
   EXPECT_LT(worst, 1e-4) << "one-token steps differ from the prefill's positions by " << worst;
 }
 
-TEST(CpuQuantizedLoad, ReportsProgressThroughTheQuantizationAndCanBeCancelled) {
-  std::vector<double> seen;
-  BackendOptions o;
-  o.progress = [&](double f) {
-    seen.push_back(f);
-    return true;
-  };
-  ASSERT_TRUE(backend(Precision::int4, o));
-  ASSERT_GE(seen.size(), 4u);  // 0, one per quantized matrix, 1
-  EXPECT_EQ(seen.front(), 0.0);
-  EXPECT_EQ(seen.back(), 1.0);
-  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
-  int calls = 0;
-  o.progress = [&](double) { return ++calls < 3; };  // cancel inside the quantization
-  o.precision = Precision::int8;
-  auto cancelled = create_cpu_backend(testing::tiny_model_dir(), o);
-  ASSERT_FALSE(cancelled.ok());
-  EXPECT_EQ(cancelled.error().code, "load.cancelled");
-}
-
-// bf16 maps the checkpoint's pages at load, a matrix at a time (prefault_read), under the progress
-// callback: one report per matrix, and a cancel among them stops the load.
-TEST(CpuQuantizedLoad, Bf16MapsItsWeightsUnderProgressAndCanBeCancelled) {
-  std::vector<double> seen;
-  BackendOptions o;
-  o.progress = [&](double f) {
-    seen.push_back(f);
-    return true;
-  };
-  ASSERT_TRUE(backend(Precision::bf16, o));
-  ASSERT_GE(seen.size(), 4u);  // 0, one per matrix, 1
-  EXPECT_EQ(seen.front(), 0.0);
-  EXPECT_EQ(seen.back(), 1.0);
-  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
-  int calls = 0;
-  o.progress = [&](double) { return ++calls < 3; };
-  o.precision = Precision::bf16;
-  auto cancelled = create_cpu_backend(testing::tiny_model_dir(), o);
-  ASSERT_FALSE(cancelled.ok());
-  EXPECT_EQ(cancelled.error().code, "load.cancelled");
-  EXPECT_EQ(calls, 3);
+// A load reports progress from 0 to 1 with a report per matrix between (the quantized precisions
+// as they quantize, bf16 as it maps the checkpoint's pages with prefault_read), and a cancel among
+// those reports stops it.
+TEST(CpuQuantizedLoad, ReportsProgressPerMatrixAndCanBeCancelled) {
+  for (const Precision p : {Precision::int4, Precision::int8, Precision::bf16}) {
+    SCOPED_TRACE(to_string(p));
+    std::vector<double> seen;
+    BackendOptions o;
+    o.progress = [&](double f) {
+      seen.push_back(f);
+      return true;
+    };
+    ASSERT_TRUE(backend(p, o));
+    ASSERT_GE(seen.size(), 4u);  // 0, one per matrix, 1
+    EXPECT_EQ(seen.front(), 0.0);
+    EXPECT_EQ(seen.back(), 1.0);
+    EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+    int calls = 0;
+    o.progress = [&](double) { return ++calls < 3; };  // cancel at the second matrix
+    o.precision = p;
+    auto cancelled = create_cpu_backend(testing::tiny_model_dir(), o);
+    ASSERT_FALSE(cancelled.ok());
+    EXPECT_EQ(cancelled.error().code, "load.cancelled");
+    EXPECT_EQ(calls, 3);
+  }
 }
 
 TEST(CpuQuantizedLoad, Fp16IsRefusedWithAReason) {
