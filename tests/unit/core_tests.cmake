@@ -6,7 +6,8 @@ cosmos_add_gtest(test_test_model LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/
 cosmos_add_gtest(test_cli LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.cpp)
 add_dependencies(test_cli cosmos-cli)
 cosmos_add_gtest(test_kv_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kv_cache.cpp)
-cosmos_add_gtest(test_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_e4m3.cpp)
+cosmos_add_gtest(test_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_dot.cpp
+                 ${CMAKE_CURRENT_SOURCE_DIR}/test_e4m3.cpp)
 cosmos_add_gtest(test_cpu_backend LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_backend.cpp)
 cosmos_add_gtest(test_session LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_session.cpp)
 cosmos_add_gtest(test_batch_scheduler LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_batch_scheduler.cpp)
