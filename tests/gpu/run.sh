@@ -82,16 +82,28 @@ bench_mbs=$(python3 -c "import json;print('%.1f'%json.load(open('$LOGS/bench_tok
 
 sanitize_status="not run"
 if [ $sanitize = 1 ]; then
-  # compute-sanitizer memcheck over the GPU tests (kernels and the CUDA backend on the tiny model).
+  # compute-sanitizer over the GPU tests (kernels and the CUDA backend on the tiny model).
   sanitize_status="clean"
   # COSMOS_SANITIZE="test_gpu_a test_gpu_b" limits it to those binaries (default: every test_gpu_*).
-  for t in "$bin"/test_gpu_*; do
-    if [ -n "${COSMOS_SANITIZE:-}" ] && [[ " $COSMOS_SANITIZE " != *" $(basename "$t") "* ]]; then continue; fi
-    # COSMOS_SANITIZE_FILTER: a gtest filter for those runs (memcheck is slow on the 7B-sized cases).
-    env -u COSMOS_QUANT_7B compute-sanitizer --tool memcheck "$t" ${COSMOS_SANITIZE_FILTER:+--gtest_filter=$COSMOS_SANITIZE_FILTER} \
-      > "$LOGS/san_$(basename "$t").txt" 2>&1
-    grep -q "ERROR SUMMARY: 0 errors" "$LOGS/san_$(basename "$t").txt" || sanitize_status="ERRORS in $(basename "$t")"
-    grep -E "ERROR SUMMARY|Invalid" "$LOGS/san_$(basename "$t").txt" | head -5 >> "$OUT/tests.log"
+  # COSMOS_SANITIZE_TOOLS: the tools, in turn (default memcheck; also racecheck, synccheck, initcheck).
+  tools=${COSMOS_SANITIZE_TOOLS:-memcheck}
+  for tool in $tools; do
+    for t in "$bin"/test_gpu_*; do
+      if [ -n "${COSMOS_SANITIZE:-}" ] && [[ " $COSMOS_SANITIZE " != *" $(basename "$t") "* ]]; then continue; fi
+      # COSMOS_SANITIZE_FILTER: a gtest filter for those runs (the tools are slow on the 7B-sized cases).
+      log="$LOGS/san_${tool}_$(basename "$t").txt"
+      # COSMOS_SANITIZE_TIMEOUT: seconds per binary and tool (0: no limit); a run cut short says so.
+      rc=0
+      timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B compute-sanitizer --tool "$tool" "$t" \
+        ${COSMOS_SANITIZE_FILTER:+--gtest_filter=$COSMOS_SANITIZE_FILTER} > "$log" 2>&1 || rc=$?
+      if [ $rc = 124 ]; then
+        echo "cut short after ${COSMOS_SANITIZE_TIMEOUT}s" >> "$log"
+        grep -qE "ERROR SUMMARY: [1-9]|Race reported|Invalid" "$log" && sanitize_status="ERRORS in $tool $(basename "$t")"
+      elif ! grep -q "ERROR SUMMARY: 0 errors" "$log"; then
+        sanitize_status="ERRORS in $tool $(basename "$t")"
+      fi
+      { echo "$tool $(basename "$t"):"; grep -E "ERROR SUMMARY|Invalid|Race|hazard|PASSED|FAILED|cut short" "$log" | head -5; } >> "$OUT/tests.log"
+    done
   done
 fi
 
@@ -320,7 +332,7 @@ printf '%-32s %s\n' "prefill attention, 2048 tokens" "$attention_line"
 printf '%-32s %s\n' "gate/up + SwiGLU, 2048 bf16" "$swiglu_line"
 printf '%-32s %s\n' "decode attention (per layer)" "$decode_attention_line"
 [ -n "$quant_lines" ] && printf '%-32s %s\n' "quantized vs bf16, random 7B" "$quant_lines"
-printf '%-32s %s\n' "compute-sanitizer memcheck" "$sanitize_status"
+printf '%-32s %s\n' "compute-sanitizer ${COSMOS_SANITIZE_TOOLS:-memcheck}" "$sanitize_status"
 printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
 printf '%-32s %s\n' "CUDA backend, 7B shape" "$gpu7b_status"
