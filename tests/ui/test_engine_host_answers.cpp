@@ -40,7 +40,7 @@ void record(EngineHost* host, QObject* context, qint64& id, Received& r) {
   auto check = [&r, &id](qint64 requestId) {
     if (requestId != id) ++r.otherRequest;
     if (r.requestEnded) r.signalAfterEnd = true;
-    if (QThread::currentThread() != qApp->thread()) r.offGuiThread = true;
+    if (QThread::currentThread() != QCoreApplication::instance()->thread()) r.offGuiThread = true;
   };
   QObject::connect(host, &EngineHost::answerPiecesReady, context, [&r, check](qint64 rid, int a, const QString& t) {
     check(rid);
