@@ -97,12 +97,12 @@ if [ $sanitize = 1 ]; then
       timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B compute-sanitizer --tool "$tool" "$t" \
         ${COSMOS_SANITIZE_FILTER:+--gtest_filter=$COSMOS_SANITIZE_FILTER} > "$log" 2>&1 || rc=$?
       if [ $rc = 124 ]; then
-        echo "cut short after ${COSMOS_SANITIZE_TIMEOUT}s" >> "$log"
-        grep -qE "ERROR SUMMARY: [1-9]|Race reported|Invalid" "$log" && sanitize_status="ERRORS in $tool $(basename "$t")"
-      elif ! grep -q "ERROR SUMMARY: 0 errors" "$log"; then
+        echo "cut short after ${COSMOS_SANITIZE_TIMEOUT}s, $(grep -c '^\[       OK \]' "$log") tests done" >> "$log"
+        grep -qE "ERROR SUMMARY: [1-9]|\([1-9][0-9]* errors|Race reported|Invalid" "$log" && sanitize_status="ERRORS in $tool $(basename "$t")"
+      elif ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$log"; then
         sanitize_status="ERRORS in $tool $(basename "$t")"
       fi
-      { echo "$tool $(basename "$t"):"; grep -E "ERROR SUMMARY|Invalid|Race|hazard|PASSED|FAILED|cut short" "$log" | head -5; } >> "$OUT/tests.log"
+      { echo "$tool $(basename "$t"):"; grep -E "SUMMARY|Invalid|Race|PASSED|FAILED|cut short" "$log" | head -5; } >> "$OUT/tests.log"
     done
   done
 fi
