@@ -14,7 +14,8 @@ do_apt=1
 
 # Build tools, engine libraries, Qt 6 for the app, test tools, fonts that render every character,
 # and for the Debian package: file and dpkg-dev (CPack's dpkg-shlibdeps), librsvg2-bin (the PNG
-# icons), desktop-file-utils and appstream (validating the desktop entry and the AppStream metadata).
+# icons), desktop-file-utils and appstream (validating the desktop entry and the AppStream metadata);
+# clang and its runtime libraries for the libFuzzer targets (the fuzz preset).
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   file dpkg-dev librsvg2-bin desktop-file-utils appstream
@@ -26,6 +27,7 @@ packages=(
   qml6-module-qtqml qml6-module-qtqml-models qml6-module-qtquick-dialogs
   qml6-module-qt-labs-folderlistmodel qml6-module-qttest libqt6svg6
   xvfb xauth xdotool imagemagick sqlite3 poppler-utils
+  clang libclang-rt-14-dev
   fonts-noto-cjk fonts-noto-color-emoji
 )
 
