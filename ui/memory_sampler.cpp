@@ -19,6 +19,13 @@ MemorySampler::MemorySampler() {
     timer_->start();
     sample();
   });
+  // The timer is stopped and deleted on its own thread as the thread ends: deleted later by this
+  // object's destructor (on the GUI thread) it would be stopped from another thread, which Qt
+  // refuses ("Timers cannot be stopped from another thread").
+  connect(&thread_, &QThread::finished, this, [this] {
+    delete timer_;
+    timer_ = nullptr;
+  }, Qt::DirectConnection);
   thread_.start();
 }
 
