@@ -79,8 +79,9 @@ class TestMemorySampler : public QObject {
     QFETCH(int, lifeMs);
     auto sampler = std::make_unique<MemorySampler>();
     if (lifeMs > 0) QTest::qWait(lifeMs);
-    sampler.reset();  // joins the thread; no warning, no crash
-    QVERIFY(true);
+    // Joins the thread. What is checked: no crash, and no warning (init()'s failOnWarning fails
+    // the row on "Timers cannot be stopped from another thread").
+    sampler.reset();
   }
 };
 
