@@ -454,6 +454,12 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     gemm_.set_wave_fill(false);
     spdlog::info("cuda backend: GEMM tuning without wave-fill tiles (COSMOS_GEMM_WAVE_FILL=0)");
   }
+  // No timing runs: each GEMM takes cuBLASLt's heuristic choice. For compute-sanitizer runs, where
+  // the timing runs would take minutes and measure nothing (tests/gpu/run.sh --sanitize sets it).
+  if (const char* env = std::getenv("COSMOS_GEMM_AUTOTUNE"); env && std::string_view(env) == "0") {
+    gemm_.set_autotune(false);
+    spdlog::info("cuda backend: GEMM tuning off; each prompt GEMM takes cuBLASLt's heuristic choice (COSMOS_GEMM_AUTOTUNE=0)");
+  }
   read_tune_cache();
   choose_fp8_gemm();
   // Shared memory for the reference attention over the whole cache (as far as it reaches: a cache
