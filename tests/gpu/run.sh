@@ -84,6 +84,7 @@ sanitize_status="not run"
 if [ $sanitize = 1 ]; then
   # compute-sanitizer over the GPU tests (kernels and the CUDA backend on the tiny model).
   sanitize_status="clean"
+  cut_short=""  # runs stopped by COSMOS_SANITIZE_TIMEOUT: no error seen, but not every test checked
   # COSMOS_SANITIZE="test_gpu_a test_gpu_b" limits it to those binaries (default: every test_gpu_*).
   # COSMOS_SANITIZE_TOOLS: the tools, in turn (default memcheck; also racecheck, synccheck, initcheck).
   tools=${COSMOS_SANITIZE_TOOLS:-memcheck}
@@ -98,7 +99,9 @@ if [ $sanitize = 1 ]; then
       timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B COSMOS_GEMM_AUTOTUNE=0 compute-sanitizer --tool "$tool" "$t" \
         ${COSMOS_SANITIZE_FILTER:+--gtest_filter=$COSMOS_SANITIZE_FILTER} > "$log" 2>&1 || rc=$?
       if [ $rc = 124 ]; then
-        echo "cut short after ${COSMOS_SANITIZE_TIMEOUT}s, $(grep -c '^\[       OK \]' "$log") tests done" >> "$log"
+        ndone=$(grep -c '^\[       OK \]' "$log")
+        echo "cut short after ${COSMOS_SANITIZE_TIMEOUT}s, $ndone tests done" >> "$log"
+        cut_short="$cut_short; $tool $(basename "$t") cut short after $ndone tests"
         grep -qE "ERROR SUMMARY: [1-9]|\([1-9][0-9]* errors|Race reported|Invalid" "$log" && sanitize_status="ERRORS in $tool $(basename "$t")"
       elif ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$log"; then
         sanitize_status="ERRORS in $tool $(basename "$t")"
@@ -106,6 +109,7 @@ if [ $sanitize = 1 ]; then
       { echo "$tool $(basename "$t"):"; grep -E "SUMMARY|Invalid|Race|PASSED|FAILED|cut short" "$log" | head -5; } >> "$OUT/tests.log"
     done
   done
+  [ "$sanitize_status" = clean ] && [ -n "$cut_short" ] && sanitize_status="no error seen${cut_short}"
 fi
 
 benches=${COSMOS_BENCHES:-1}
