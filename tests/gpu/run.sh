@@ -85,6 +85,7 @@ if [ $sanitize = 1 ]; then
   # compute-sanitizer over the GPU tests (kernels and the CUDA backend on the tiny model).
   sanitize_status="clean"
   cut_short=""  # runs stopped by COSMOS_SANITIZE_TIMEOUT: no error seen, but not every test checked
+  lib_only=""   # racecheck runs whose only hazards are inside cuBLASLt's kernels
   # COSMOS_SANITIZE="test_gpu_a test_gpu_b" limits it to those binaries (default: every test_gpu_*).
   # COSMOS_SANITIZE_TOOLS: the tools, in turn (default memcheck; also racecheck, synccheck, initcheck).
   tools=${COSMOS_SANITIZE_TOOLS:-memcheck}
@@ -98,18 +99,34 @@ if [ $sanitize = 1 ]; then
       # The GEMM tuner's timing runs would take minutes under the tools: cuBLASLt's heuristic choices.
       timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B COSMOS_GEMM_AUTOTUNE=0 compute-sanitizer --tool "$tool" "$t" \
         ${COSMOS_SANITIZE_FILTER:+--gtest_filter=$COSMOS_SANITIZE_FILTER} > "$log" 2>&1 || rc=$?
+      bad=0
       if [ $rc = 124 ]; then
         ndone=$(grep -c '^\[       OK \]' "$log")
         echo "cut short after ${COSMOS_SANITIZE_TIMEOUT}s, $ndone tests done" >> "$log"
         cut_short="$cut_short; $tool $(basename "$t") cut short after $ndone tests"
-        grep -qE "ERROR SUMMARY: [1-9]|\([1-9][0-9]* errors|Race reported|Invalid" "$log" && sanitize_status="ERRORS in $tool $(basename "$t")"
+        grep -qE "ERROR SUMMARY: [1-9]|\([1-9][0-9]* errors|Race reported|Invalid" "$log" && bad=1
       elif ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$log"; then
-        sanitize_status="ERRORS in $tool $(basename "$t")"
+        bad=1
       fi
-      { echo "$tool $(basename "$t"):"; grep -E "SUMMARY|Invalid|Race|PASSED|FAILED|cut short" "$log" | head -5; } >> "$OUT/tests.log"
+      # racecheck reports shared-memory hazards inside cuBLASLt's own Hopper GEMM kernels (nvjet_*,
+      # bf16 prompts; docs/PERFORMANCE.md, session 55). Excluding them (--kernel-name-exclude) makes
+      # the tool fail on a hardware exception, so they are checked and told apart instead: a run whose
+      # every hazard lies inside nvjet kernels, with no failed test and no tool error, is not this
+      # project's error and is reported as such.
+      if [ $bad = 1 ] && [ "$tool" = racecheck ] && grep -q "Race reported" "$log" \
+        && ! grep -qE '^\[  FAILED  \]|Sanitizer Error|Invalid' "$log" \
+        && ! grep -E "Race reported|^=========     and " "$log" | grep -qv " at nvjet_"; then
+        bad=0
+        lib_only="$lib_only; racecheck $(basename "$t"): hazards only inside cuBLASLt's nvjet kernels"
+      fi
+      [ $bad = 1 ] && sanitize_status="ERRORS in $tool $(basename "$t")"
+      { echo "$tool $(basename "$t"):"
+        grep -E "SUMMARY|Invalid|Race|PASSED|FAILED|cut short" "$log" | head -5; } >> "$OUT/tests.log"
+      # A run with errors keeps its whole report (the first 400 lines) for reading back.
+      [ $bad = 1 ] && grep -v "Host Frame" "$log" | head -400 > "$OUT/san_${tool}_$(basename "$t").txt"
     done
   done
-  [ "$sanitize_status" = clean ] && [ -n "$cut_short" ] && sanitize_status="no error seen${cut_short}"
+  [ "$sanitize_status" = clean ] && [ -n "$cut_short$lib_only" ] && sanitize_status="no error seen${cut_short}${lib_only}"
 fi
 
 benches=${COSMOS_BENCHES:-1}
