@@ -12,7 +12,8 @@
 #   128 tokens each, 256 at once; and the first 100 of them one at a time (--max-batch 1).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time): bench_kernels,
-# bench_gemv_quant, bench_gemm_q_small (quantized weights times 1-64 tokens), bench_phases (the cost of a phase boundary), bench_attention (prefill attention on
+# bench_gemv_quant, bench_gemm_q_small (quantized weights times 1-64 tokens), bench_phases (the cost of a phase boundary), bench_layer_flow (the step's structure: kernels against a
+# dataflow kernel), bench_attention (prefill attention on
 # the 7B shape), bench_gemm_swiglu (the fused gate/up + SwiGLU product against cuBLASLt + swiglu),
 # bench_decode_attention (decode attention per context length).
 # --parity-7b: the random cosmos-reason1-7b model against Hugging Face bf16 (test_gpu_parity_7b); its
@@ -167,6 +168,16 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_phases" ]; then
   "$bin/bench_phases" > "$LOGS/bench_phases.txt" 2>&1
   { echo "== bench_phases"; cat "$LOGS/bench_phases.txt"; } >> "$OUT/tests.log"
   phases_line=$(grep -E '^(0\.0|25\.7) ' "$LOGS/bench_phases.txt" | awk -F'|' '{gsub(/ +/, " "); printf "%s MB: kernels+PDL%s, persistent%s; ", $1, $2, $6}')
+fi
+
+flow_line=$nobench
+if [ "$benches" != 0 ] && [ -x "$bin/bench_layer_flow" ]; then
+  # The decode step's structure at its floor: 5 kernels per layer against a dataflow kernel
+  # (bench_layer_flow.cu), int8 bytes, no context; us per layer.
+  "$bin/bench_layer_flow" --fmt int8 > "$LOGS/bench_layer_flow.txt" 2>&1
+  { echo "== bench_layer_flow"; cat "$LOGS/bench_layer_flow.txt"; } >> "$OUT/tests.log"
+  flow_line=$(awk -F'|' '/^(kernels \(5|dataflow \(|no waits|bytes at)/ {gsub(/ +$/, "", $1); gsub(/ /, "", $3); printf "%s %s; ", $1, $3}' \
+    "$LOGS/bench_layer_flow.txt")
 fi
 
 attention_line=$nobench
@@ -353,6 +364,7 @@ printf '%-32s %s\n' "gemv bf16, one decode step" "$bench_line"
 printf '%-32s %s\n' "gemv quantized, one decode step" "$qbench_line"
 printf '%-32s %s\n' "quantized x 1-64 tokens, a step" "$qsmall_line"
 printf '%-32s %s\n' "phase boundary (us per phase)" "$phases_line"
+printf '%-32s %s\n' "layer structure, int8 (us/layer)" "$flow_line"
 printf '%-32s %s\n' "prefill attention, 2048 tokens" "$attention_line"
 printf '%-32s %s\n' "gate/up + SwiGLU, 2048 bf16" "$swiglu_line"
 printf '%-32s %s\n' "decode attention (per layer)" "$decode_attention_line"
