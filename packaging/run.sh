@@ -6,6 +6,10 @@
 # Extra arguments go to cosmos-chat (e.g. --verbose).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache hits for a clone in another folder too (paths under the clone hashed as relative ones), as
+# .ci/run does.
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
 packaging/setup.sh
 cmake --workflow --preset release
 app=build/release/bin/cosmos-chat
