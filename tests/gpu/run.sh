@@ -121,9 +121,10 @@ if [ $sanitize = 1 ]; then
         lib_only="$lib_only; racecheck $(basename "$t"): hazards only inside cuBLASLt's nvjet kernels"
       fi
       [ $bad = 1 ] && sanitize_status="ERRORS in $tool $(basename "$t")"
-      # The outcome first (tests passed, the tool's summary), then the reports, each line once with
+      # The outcome first (the tests that passed, the tool's summary), then the reports, each line once with
       # its count (racecheck repeats a hazard per launch).
       { echo "$tool $(basename "$t"):"
+        grep -E '^\[       OK \]' "$log" | head -20  # which tests finished (and passed)
         grep -E "SUMMARY|PASSED|FAILED|cut short" "$log" | head -5
         grep -E "Invalid|Race reported|^=========     and |Sanitizer Error" "$log" | sort | uniq -c | sort -rn | head -6; } >> "$OUT/tests.log"
       # A run with errors keeps its whole report (the first 400 lines) for reading back.
