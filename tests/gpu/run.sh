@@ -90,45 +90,67 @@ if [ $sanitize = 1 ]; then
   # COSMOS_SANITIZE="test_gpu_a test_gpu_b" limits it to those binaries (default: every test_gpu_*).
   # COSMOS_SANITIZE_TOOLS: the tools, in turn (default memcheck; also racecheck, synccheck, initcheck).
   tools=${COSMOS_SANITIZE_TOOLS:-memcheck}
+  # COSMOS_SANITIZE_PARALLEL=1: each ':'-separated pattern of COSMOS_SANITIZE_FILTER runs as a process
+  # of its own, all at once (racecheck takes 5-10 minutes per 7B-free batched-decode case, mostly
+  # the tool's own work, so one call checks several cases); each pattern gets its own log.
+  san_eval() {  # tool, binary, log, exit status of the tool's run, name for the summaries
+    local tool=$1 t=$2 log=$3 rc=$4 name=$5 bad=0 file
+    if [ "$rc" = 124 ]; then
+      local ndone
+      ndone=$(grep -c '^\[       OK \]' "$log")
+      echo "cut short after ${COSMOS_SANITIZE_TIMEOUT}s, $ndone tests done" >> "$log"
+      cut_short="$cut_short; $tool $name cut short after $ndone tests"
+      grep -qE "ERROR SUMMARY: [1-9]|\([1-9][0-9]* errors|Race reported|Invalid" "$log" && bad=1
+    elif ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$log"; then
+      bad=1
+    fi
+    # racecheck reports shared-memory hazards inside cuBLASLt's own Hopper GEMM kernels (nvjet_*,
+    # bf16 prompts; docs/PERFORMANCE.md, session 55). Excluding them (--kernel-name-exclude) makes
+    # the tool fail on a hardware exception, so they are checked and told apart instead: a run whose
+    # every hazard lies inside nvjet kernels, with no failed test and no tool error, is not this
+    # project's error and is reported as such.
+    if [ $bad = 1 ] && [ "$tool" = racecheck ] && grep -q "Race reported" "$log" \
+      && ! grep -qE '^\[  FAILED  \]|Sanitizer Error|Invalid' "$log" \
+      && ! grep -E "Race reported|^=========     and " "$log" | grep -qv " at nvjet_"; then
+      bad=0
+      lib_only="$lib_only; racecheck $name: hazards only inside cuBLASLt's nvjet kernels"
+    fi
+    [ $bad = 1 ] && sanitize_status="ERRORS in $tool $name"
+    # The outcome first (the tests that passed, the tool's summary), then the reports, each line once with
+    # its count (racecheck repeats a hazard per launch).
+    { echo "$tool $name:"
+      grep -E '^\[       OK \]' "$log" | head -20  # which tests finished (and passed)
+      grep -E "SUMMARY|PASSED|FAILED|cut short" "$log" | head -5
+      grep -E "Invalid|Race reported|^=========     and |Sanitizer Error" "$log" | sort | uniq -c | sort -rn | head -6; } >> "$OUT/tests.log"
+    # A run with errors keeps its whole report (the first 400 lines) for reading back.
+    file=$(basename "$log")
+    [ $bad = 1 ] && grep -v "Host Frame" "$log" | head -400 > "$OUT/$file"
+  }
   for tool in $tools; do
     for t in "$bin"/test_gpu_*; do
       if [ -n "${COSMOS_SANITIZE:-}" ] && [[ " $COSMOS_SANITIZE " != *" $(basename "$t") "* ]]; then continue; fi
       # COSMOS_SANITIZE_FILTER: a gtest filter for those runs (the tools are slow on the 7B-sized cases).
-      log="$LOGS/san_${tool}_$(basename "$t").txt"
-      # COSMOS_SANITIZE_TIMEOUT: seconds per binary and tool (0: no limit); a run cut short says so.
-      rc=0
-      # The GEMM tuner's timing runs would take minutes under the tools: cuBLASLt's heuristic choices.
-      timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B COSMOS_GEMM_AUTOTUNE=0 compute-sanitizer --tool "$tool" "$t" \
-        ${COSMOS_SANITIZE_FILTER:+--gtest_filter=$COSMOS_SANITIZE_FILTER} > "$log" 2>&1 || rc=$?
-      bad=0
-      if [ $rc = 124 ]; then
-        ndone=$(grep -c '^\[       OK \]' "$log")
-        echo "cut short after ${COSMOS_SANITIZE_TIMEOUT}s, $ndone tests done" >> "$log"
-        cut_short="$cut_short; $tool $(basename "$t") cut short after $ndone tests"
-        grep -qE "ERROR SUMMARY: [1-9]|\([1-9][0-9]* errors|Race reported|Invalid" "$log" && bad=1
-      elif ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$log"; then
-        bad=1
+      filters=("${COSMOS_SANITIZE_FILTER:-}")
+      if [ "${COSMOS_SANITIZE_PARALLEL:-0}" = 1 ] && [ -n "${COSMOS_SANITIZE_FILTER:-}" ]; then
+        IFS=: read -r -a filters <<< "$COSMOS_SANITIZE_FILTER"
       fi
-      # racecheck reports shared-memory hazards inside cuBLASLt's own Hopper GEMM kernels (nvjet_*,
-      # bf16 prompts; docs/PERFORMANCE.md, session 55). Excluding them (--kernel-name-exclude) makes
-      # the tool fail on a hardware exception, so they are checked and told apart instead: a run whose
-      # every hazard lies inside nvjet kernels, with no failed test and no tool error, is not this
-      # project's error and is reported as such.
-      if [ $bad = 1 ] && [ "$tool" = racecheck ] && grep -q "Race reported" "$log" \
-        && ! grep -qE '^\[  FAILED  \]|Sanitizer Error|Invalid' "$log" \
-        && ! grep -E "Race reported|^=========     and " "$log" | grep -qv " at nvjet_"; then
-        bad=0
-        lib_only="$lib_only; racecheck $(basename "$t"): hazards only inside cuBLASLt's nvjet kernels"
-      fi
-      [ $bad = 1 ] && sanitize_status="ERRORS in $tool $(basename "$t")"
-      # The outcome first (the tests that passed, the tool's summary), then the reports, each line once with
-      # its count (racecheck repeats a hazard per launch).
-      { echo "$tool $(basename "$t"):"
-        grep -E '^\[       OK \]' "$log" | head -20  # which tests finished (and passed)
-        grep -E "SUMMARY|PASSED|FAILED|cut short" "$log" | head -5
-        grep -E "Invalid|Race reported|^=========     and |Sanitizer Error" "$log" | sort | uniq -c | sort -rn | head -6; } >> "$OUT/tests.log"
-      # A run with errors keeps its whole report (the first 400 lines) for reading back.
-      [ $bad = 1 ] && grep -v "Host Frame" "$log" | head -400 > "$OUT/san_${tool}_$(basename "$t").txt"
+      pids=() names=() logs=()
+      for f in "${filters[@]}"; do
+        name=$(basename "$t")
+        [ ${#filters[@]} -gt 1 ] && name="$name:${f##*/}"
+        file=$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_')
+        log="$LOGS/san_${tool}_$file.txt"
+        # COSMOS_SANITIZE_TIMEOUT: seconds per run (0: no limit); a run cut short says so.
+        # The GEMM tuner's timing runs would take minutes under the tools: cuBLASLt's heuristic choices.
+        timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B COSMOS_GEMM_AUTOTUNE=0 \
+          compute-sanitizer --tool "$tool" "$t" ${f:+--gtest_filter=$f} > "$log" 2>&1 &
+        pids+=($!); names+=("$name"); logs+=("$log")
+      done
+      for i in "${!pids[@]}"; do
+        rc=0
+        wait "${pids[$i]}" || rc=$?
+        san_eval "$tool" "$t" "${logs[$i]}" "$rc" "${names[$i]}"
+      done
     done
   done
   [ "$sanitize_status" = clean ] && [ -n "$cut_short$lib_only" ] && sanitize_status="no error seen${cut_short}${lib_only}"
