@@ -1,6 +1,6 @@
 // What the one-token decode step's structure costs at its floor (reports, never fails). A synthetic
 // step of L layers with the 7B shape's bytes per product (int8: 1 byte per weight; int4: half a
-// byte plus one bf16 scale per 128) and its dependencies, run four ways:
+// byte plus one bf16 scale per 128) and its dependencies, run seven ways:
 //   kernels:         5 launches per layer in one CUDA graph with programmatic dependent launch, as
 //                    the engine: q/k/v, attention, o, gate/up, down, each waiting for all of its
 //                    predecessor's output;
@@ -14,7 +14,16 @@
 //   dataflow, look:  the same, each block copying the first bytes of its next step into shared
 //                    memory (cp.async) before it waits, so DRAM keeps streaming through the waits;
 //   no waits:        the dataflow kernel without its waits (wrong data flow, the same traffic): how
-//                    fast this code streams the bytes with no dependency at all.
+//                    fast this code streams the bytes with no dependency at all;
+//   ring:            the dataflow kernel's steps and waits, but one producer warp per block streams
+//                    the block's bytes of every step and layer, in order of use, into a ring of
+//                    kStages x 32 KB of shared memory with bulk copies (TMA), never waiting for a
+//                    dependency, only for a free stage; the other 15 warps wait, stage and fold the
+//                    stages. So DRAM streams through every wait that the ring can cover (192 KB, ~6 us
+//                    of an SM's share of the bandwidth);
+//   ring, no waits:  the same without its waits: how fast the ring streams.
+// The ring kernels also check their bookkeeping: the XOR of every word they fold must equal the
+// XOR of the whole weight buffer (printed as "ring check").
 // Each step streams its bytes (16-byte loads past L1, kU per thread in flight, the first batch
 // before the wait as the engine's products do), reads its input vector from L2 after the wait (the
 // products' staging) and writes its output. The arithmetic is an XOR fold: this measures the
@@ -32,6 +41,7 @@
 #include "bench_check.h"
 #include "kernels/device_info.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/tma_sm90a.cuh"
 
 namespace {
 
@@ -98,28 +108,28 @@ __device__ unsigned stream_rest(const Share& s, const Early& e, std::size_t skip
   return acc;
 }
 // The staging of an input vector written by other blocks: from L2 (never a stale L1 line).
-__device__ float stage(const float* x, int n) {
+__device__ float stage(const float* x, int n, int nt = kT) {
   float s = 0.0f;
-  for (int i = threadIdx.x; i < n; i += kT) s += __ldcg(x + i);
+  for (int i = threadIdx.x; i < n; i += nt) s += __ldcg(x + i);
   return s;
 }
 __device__ __forceinline__ float value(unsigned acc, float xs) { return static_cast<float>(acc & 0xffffu) * 1e-6f + xs * 1e-9f; }
 // Writes the block's slice `part` of `parts` of an output vector of n floats.
-__device__ void write_slice(float* out, int n, int part, int parts, unsigned acc, float xs) {
+__device__ void write_slice(float* out, int n, int part, int parts, unsigned acc, float xs, int nt = kT) {
   const int a = n * part / parts, b = n * (part + 1) / parts;
-  for (int i = a + threadIdx.x; i < b; i += kT) out[i] = value(acc, xs);
+  for (int i = a + threadIdx.x; i < b; i += nt) out[i] = value(acc, xs);
 }
-__device__ void add_slice(float* out, int n, int part, int parts, unsigned acc, float xs) {
+__device__ void add_slice(float* out, int n, int part, int parts, unsigned acc, float xs, int nt = kT) {
   const int a = n * part / parts, b = n * (part + 1) / parts;
-  for (int i = a + threadIdx.x; i < b; i += kT) atomicAdd(out + i, value(acc, xs));
+  for (int i = a + threadIdx.x; i < b; i += nt) atomicAdd(out + i, value(acc, xs));
 }
 // Down's partial sums of all kHidden outputs, as float4 atomics.
-__device__ void add_all(float* out, unsigned acc, float xs) {
+__device__ void add_all(float* out, unsigned acc, float xs, int nt = kT) {
   const float v = value(acc, xs);
 #if __CUDA_ARCH__ >= 900
-  for (int i = threadIdx.x; i < kHidden / 4; i += kT) atomicAdd(reinterpret_cast<float4*>(out) + i, make_float4(v, v, v, v));
+  for (int i = threadIdx.x; i < kHidden / 4; i += nt) atomicAdd(reinterpret_cast<float4*>(out) + i, make_float4(v, v, v, v));
 #else
-  for (int i = threadIdx.x; i < kHidden; i += kT) atomicAdd(out + i, v);
+  for (int i = threadIdx.x; i < kHidden; i += nt) atomicAdd(out + i, v);
 #endif
 }
 
@@ -301,6 +311,160 @@ __global__ void __launch_bounds__(kT, 1) dataflow_kernel(const Layer* layers, in
   }
 }
 
+// --- ring: the dataflow kernel fed by a producer warp through shared memory ---------------------
+constexpr int kStages = 6;                     // ring stages per block
+constexpr int kStageBytes = 32 * 1024;         // one bulk copy per stage
+constexpr int kStageVec = kStageBytes / 16;
+constexpr int kRingBytes = kStages * kStageBytes;  // 192 KB of dynamic shared memory
+constexpr int kCons = kT - 32;                 // consumer threads (warps 0-14); warp 15 produces
+
+// The ring's position, the same sequence in the producer and in the consumers: stage and parity.
+struct Ring {
+  unsigned base, full, empty;  // shared addresses: [kStages][kStageBytes] bytes, full[kStages], empty[kStages] (8 bytes each)
+  int stage = 0;
+  unsigned phase = 0;
+  __device__ void next() {
+    if (++stage == kStages) stage = 0, phase ^= 1;
+  }
+};
+// Copies n bytes (a multiple of 16, 16-byte aligned) from global memory into shared memory at dst;
+// they complete on the mbarrier at bar.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned n, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(n), "r"(bar)
+               : "memory");
+}
+// Producer (one thread): a share into the ring, one stage per 32 KB piece, as stages come free.
+__device__ void produce(const Share& s, Ring& r) {
+  using namespace cosmos::kernels::tma;
+  for (std::size_t i = 0; i < s.n; i += kStageVec) {
+    const unsigned bytes = static_cast<unsigned>(s.n - i < kStageVec ? s.n - i : kStageVec) * 16;
+    mbar_wait(r.empty + 8 * r.stage, r.phase ^ 1);  // a fresh barrier passes parity 1 at once
+    mbar_expect_tx(r.full + 8 * r.stage, bytes);
+    bulk_load(r.base + r.stage * kStageBytes, s.p + i, bytes, r.full + 8 * r.stage);
+    r.next();
+  }
+}
+// Consumers: fold a share's stages in order and release each (one arrival per consumer warp).
+__device__ unsigned consume(const Share& s, Ring& r, const uint4* ring) {
+  using namespace cosmos::kernels::tma;
+  unsigned acc = 0;
+  for (std::size_t i = 0; i < s.n; i += kStageVec) {
+    const int n = static_cast<int>(s.n - i < kStageVec ? s.n - i : kStageVec);
+    mbar_wait(r.full + 8 * r.stage, r.phase);
+    const uint4* st = ring + r.stage * kStageVec;
+    for (int j = threadIdx.x; j < n; j += kCons) acc ^= fold(st[j]);
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(r.empty + 8 * r.stage);
+    r.next();
+  }
+  return acc;
+}
+// signal / wait_for among the consumers only (named barrier 1; the producer never joins).
+__device__ void cons_signal(int* ctr) {
+  cosmos::kernels::tma::named_sync(1, kCons);
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(ctr, 1);
+  }
+}
+template <bool kWait>
+__device__ void cons_wait(const int* ctr, int target) {
+  if (kWait && threadIdx.x == 0)
+    while (ld_acquire(ctr) < target) {
+    }
+  cosmos::kernels::tma::named_sync(1, kCons);
+}
+
+// The dataflow kernel's steps, shares and waits, its bytes through the ring. check: XOR of every word
+// folded (all blocks), for the bookkeeping check.
+template <bool kWait>
+__global__ void __launch_bounds__(kT, 1) ring_kernel(const Layer* layers, int n_layers, int splits, unsigned* check) {
+#if __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) uint4 ring[];  // [kStages][kStageVec] the block's bytes in order of use
+  __shared__ __align__(8) unsigned long long bars[2 * kStages];  // full [kStages], empty [kStages]
+  using namespace cosmos::kernels::tma;
+  const int b = blockIdx.x, nb = gridDim.x;
+  Ring r{static_cast<unsigned>(__cvta_generic_to_shared(ring)), static_cast<unsigned>(__cvta_generic_to_shared(bars)),
+         static_cast<unsigned>(__cvta_generic_to_shared(bars + kStages))};
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) mbar_init(r.full + 8 * i, 1), mbar_init(r.empty + 8 * i, kCons / 32);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const bool attends = b < kKvHeads * splits;
+  if (threadIdx.x >= kCons) {  // the producer warp: lane 0 streams every step of every layer in order
+    if (threadIdx.x != kCons) return;
+    for (int l = 0; l < n_layers; ++l) {
+      const Layer& L = layers[l];
+      const std::size_t per_qkv = L.n_qkv / kKvHeads, per_o = L.n_o / kKvHeads;
+      for (int g = 0; g < kKvHeads; ++g) produce(share_of(L.w_qkv + g * per_qkv, per_qkv, b, nb), r);
+      if (attends) produce(share_of(L.kv, L.n_kv, b, kKvHeads * splits), r);
+      for (int g = 0; g < kKvHeads; ++g) produce(share_of(L.w_o + g * per_o, per_o, b, nb), r);
+      produce(share_of(L.w_gu, L.n_gu, b, nb), r);
+      produce(share_of(L.w_down, L.n_down, b, nb), r);
+    }
+    return;
+  }
+  unsigned all = 0;
+  for (int l = 0; l < n_layers; ++l) {
+    const Layer& L = layers[l];
+    int* const qkv_done = L.ctr;
+    int* const att_done = L.ctr + 32 * kKvHeads;
+    int* const o_done = L.ctr + 32 * 2 * kKvHeads;
+    int* const down_done = o_done + 32;
+    const std::size_t per_qkv = L.n_qkv / kKvHeads, per_o = L.n_o / kKvHeads;
+    if (l > 0) cons_wait<kWait>(layers[l - 1].ctr + 32 * (2 * kKvHeads + 1), nb);
+    float xs = stage(L.x, kHidden, kCons);
+    for (int g = 0; g < kKvHeads; ++g) {
+      const unsigned acc = consume(share_of(L.w_qkv + g * per_qkv, per_qkv, b, nb), r, ring);
+      all ^= acc;
+      write_slice(L.qkv + g * kGroupQkv, kGroupQkv, b, nb, acc, xs, kCons);
+      cons_signal(qkv_done + 32 * g);
+    }
+    if (attends) {
+      const int g = b % kKvHeads, split = b / kKvHeads;
+      cons_wait<kWait>(qkv_done + 32 * g, nb);
+      xs = stage(L.qkv + g * kGroupQkv, kGroupQkv, kCons);
+      const unsigned acc = consume(share_of(L.kv, L.n_kv, b, kKvHeads * splits), r, ring);
+      all ^= acc;
+      write_slice(L.att + g * kGroupAtt, kGroupAtt, split, splits, acc, xs, kCons);
+      cons_signal(att_done + 32 * g);
+    }
+    for (int g = 0; g < kKvHeads; ++g) {
+      cons_wait<kWait>(att_done + 32 * g, splits);
+      xs = stage(L.att + g * kGroupAtt, kGroupAtt, kCons);
+      const unsigned acc = consume(share_of(L.w_o + g * per_o, per_o, b, nb), r, ring);
+      all ^= acc;
+      add_slice(L.o, kHidden, b, nb, acc, xs, kCons);
+    }
+    cons_signal(o_done);
+    cons_wait<kWait>(o_done, nb);
+    xs = stage(L.o, kHidden, kCons);
+    unsigned acc = consume(share_of(L.w_gu, L.n_gu, b, nb), r, ring);
+    acc ^= consume(share_of(L.w_down, L.n_down, b, nb), r, ring);
+    all ^= acc;
+    add_all(L.x_next, acc, xs, kCons);
+    cons_signal(down_done);
+  }
+  atomicXor(check, all);
+#endif
+}
+
+// The weights as a pattern (so that the ring check sees which words were folded), and their XOR.
+__global__ void fill_kernel(uint4* w, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const unsigned h = static_cast<unsigned>(i) * 2654435761u ^ static_cast<unsigned>(i >> 32);
+    w[i] = make_uint4(h, h * 3u + 1u, h ^ 0x5bd1e995u, h + 7u);
+  }
+}
+__global__ void xor_kernel(const uint4* w, std::size_t n, unsigned* out) {
+  unsigned acc = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    acc ^= fold(w[i]);
+  atomicXor(out, acc);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -346,7 +510,13 @@ int main(int argc, char** argv) {
 
   uint4* w = nullptr;
   CHECK(cudaMalloc(&w, per_layer * 16 * n_layers));
-  CHECK(cudaMemset(w, 1, per_layer * 16 * n_layers));
+  fill_kernel<<<sms * 4, 256>>>(w, per_layer * n_layers);
+  CHECK(cudaGetLastError());
+  unsigned* check = nullptr;  // [0] the weights' XOR, [1] / [2] the two ring variants', [3] the timed runs'
+  CHECK(cudaMalloc(&check, 4 * sizeof(unsigned)));
+  CHECK(cudaMemset(check, 0, 4 * sizeof(unsigned)));
+  xor_kernel<<<sms * 4, 256>>>(w, per_layer * n_layers, check);
+  CHECK(cudaGetLastError());
   const std::size_t fl_layer = kQkv + 3 * kHidden + kInter + kHidden;  // qkv, att, o, h, x_next
   float* f = nullptr;
   CHECK(cudaMalloc(&f, (kHidden + fl_layer * n_layers) * sizeof(float)));
@@ -406,7 +576,7 @@ int main(int argc, char** argv) {
     CHECK(cudaGraphInstantiate(&exec[v], g, 0));
     CHECK(cudaGraphDestroy(g));
   }
-  float ms[5] = {};
+  float ms[7] = {};
   for (int v = 0; v < 2; ++v)
     ms[v] = median_event_ms(s, 9, 2, [&] {
       reset();
@@ -429,19 +599,51 @@ int main(int argc, char** argv) {
       CHECK(cudaLaunchCooperativeKernel(kernel, dim3(sms), dim3(kT), args, smem, s));
     });
   }
+  // The ring kernels (sm_90 and later: bulk copies into shared memory on mbarriers).
+  unsigned want = 0, got[2] = {};
+  if (q.gpus[0].sm_major >= 9) {
+    for (int v = 0; v < 2; ++v) {
+      void* const kernel = v == 0 ? reinterpret_cast<void*>(ring_kernel<true>) : reinterpret_cast<void*>(ring_kernel<false>);
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes));
+      int occ = 0;
+      CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, kT, kRingBytes));
+      if (occ < 1) continue;
+      // One run for the check (the word XOR of one run), then the timed runs.
+      unsigned* const c = check + 1 + v;
+      auto run = [&](unsigned* ck) {
+        reset();
+        const Layer* dl = d_layers;
+        int nl = n_layers, sp = splits;
+        void* args[] = {&dl, &nl, &sp, &ck};
+        CHECK(cudaLaunchCooperativeKernel(kernel, dim3(sms), dim3(kT), args, kRingBytes, s));
+      };
+      run(c);
+      CHECK(cudaStreamSynchronize(s));
+      CHECK(cudaMemcpy(&got[v], c, sizeof(unsigned), cudaMemcpyDeviceToHost));
+      ms[5 + v] = median_event_ms(s, 9, 2, [&] { run(check + 3); });
+    }
+    CHECK(cudaMemcpy(&want, check, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  }
   const double floor_us = per_layer * 16.0 * n_layers / (copy_gbs * 1e3);
-  const char* const names[5] = {"kernels (5 per layer, PDL)", "kernels, MLP in one (4)", "dataflow (persistent)",
-                                "dataflow, look-ahead", "no waits (this code's ceiling)"};
+  const char* const names[7] = {"kernels (5 per layer, PDL)", "kernels, MLP in one (4)", "dataflow (persistent)",
+                                "dataflow, look-ahead", "no waits (this code's ceiling)", "ring (TMA producer warp)",
+                                "ring, no waits"};
   std::printf("%-28s | %10s | %9s | %16s\n", "variant", "us / token", "us / layer", "excess / layer");
-  for (int v = 0; v < 5; ++v) {
+  for (int v = 0; v < 7; ++v) {
     const double us = ms[v] * 1e3;
     std::printf("%-28s | %10.1f | %9.2f | %13.2f us\n", names[v], us, us / n_layers, (us - floor_us) / n_layers);
   }
   std::printf("%-28s | %10.1f | %9.2f |\n", "bytes at the copy bandwidth", floor_us, floor_us / n_layers);
+  if (ms[5] > 0 || ms[6] > 0)
+    std::printf("ring check: %s (weights' word XOR %08x; ring %08x, ring without waits %08x)\n",
+                got[0] == want && got[1] == want ? "ok" : "MISMATCH", want, got[0], got[1]);
+  else
+    std::printf("ring check: not run (needs sm_90 and %d KB of shared memory per block)\n", kRingBytes / 1024);
   for (auto& ge : exec) CHECK(cudaGraphExecDestroy(ge));
   delete[] h_layers;
   CHECK(cudaFree(d_layers));
   CHECK(cudaFree(ctr));
+  CHECK(cudaFree(check));
   CHECK(cudaFree(f));
   CHECK(cudaFree(w));
   CHECK(cudaStreamDestroy(s));
