@@ -40,109 +40,10 @@
 
 #include "bench_check.h"
 #include "kernels/device_info.cuh"
+#include "bench_layer_flow_common.cuh"
 #include "kernels/pdl.cuh"
-#include "kernels/tma_sm90a.cuh"
 
 namespace {
-
-constexpr int kHidden = 3584, kQkv = 4608, kInter = 18944;  // Cosmos-Reason1-7B
-constexpr int kKvHeads = 4, kHeadDim = 128, kGroup = 7;      // 28 query heads
-constexpr int kGroupQkv = kQkv / kKvHeads;                   // q/k/v rows of one KV head: 1,152
-constexpr int kGroupAtt = kGroup * kHeadDim;                 // attention outputs of one KV head: 896
-constexpr int kT = 512;                                      // threads per block (one block per SM)
-constexpr int kU = 8;                                        // 16-byte loads per thread in flight: 64 KB per SM
-constexpr int kLookBytes = 96 * 1024;                        // dataflow, look: bytes per block copied ahead
-constexpr int kLookVec = kLookBytes / 16;
-constexpr int kCounters = 2 * kKvHeads + 2;  // per layer: q/k/v done [4], attention done [4], o done, down done
-
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-__device__ __forceinline__ unsigned fold(const uint4& v) { return v.x ^ v.y ^ v.z ^ v.w; }
-__device__ __forceinline__ int ld_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// One block's part of a step's bytes: vectors [n * part / parts, n * (part + 1) / parts).
-struct Share {
-  const uint4* p;
-  std::size_t n;
-};
-__device__ Share share_of(const uint4* base, std::size_t n, int part, int parts) {
-  const std::size_t a = n * part / parts, b = n * (part + 1) / parts;
-  return {base + a, b - a};
-}
-
-struct Early {
-  uint4 v[kU];
-};
-// The block's first batch (kU vectors per thread), before the wait.
-__device__ void load_early(const Share& s, Early& e, std::size_t skip = 0) {
-#pragma unroll
-  for (int u = 0; u < kU; ++u) {
-    const std::size_t i = skip + threadIdx.x + static_cast<std::size_t>(u) * kT;
-    e.v[u] = i < s.n ? ld_stream(s.p + i) : make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-// The rest of the share after the first batch (which starts at `skip`), kU loads in flight.
-__device__ unsigned stream_rest(const Share& s, const Early& e, std::size_t skip = 0) {
-  unsigned acc = 0;
-#pragma unroll
-  for (int u = 0; u < kU; ++u) acc ^= fold(e.v[u]);
-  for (std::size_t i = skip + threadIdx.x + static_cast<std::size_t>(kU) * kT; i < s.n; i += static_cast<std::size_t>(kU) * kT) {
-    uint4 v[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const std::size_t j = i + static_cast<std::size_t>(u) * kT;
-      v[u] = j < s.n ? ld_stream(s.p + j) : make_uint4(0u, 0u, 0u, 0u);
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) acc ^= fold(v[u]);
-  }
-  return acc;
-}
-// The staging of an input vector written by other blocks: from L2 (never a stale L1 line).
-__device__ float stage(const float* x, int n, int nt = kT) {
-  float s = 0.0f;
-  for (int i = threadIdx.x; i < n; i += nt) s += __ldcg(x + i);
-  return s;
-}
-__device__ __forceinline__ float value(unsigned acc, float xs) { return static_cast<float>(acc & 0xffffu) * 1e-6f + xs * 1e-9f; }
-// Writes the block's slice `part` of `parts` of an output vector of n floats.
-__device__ void write_slice(float* out, int n, int part, int parts, unsigned acc, float xs, int nt = kT) {
-  const int a = n * part / parts, b = n * (part + 1) / parts;
-  for (int i = a + threadIdx.x; i < b; i += nt) out[i] = value(acc, xs);
-}
-__device__ void add_slice(float* out, int n, int part, int parts, unsigned acc, float xs, int nt = kT) {
-  const int a = n * part / parts, b = n * (part + 1) / parts;
-  for (int i = a + threadIdx.x; i < b; i += nt) atomicAdd(out + i, value(acc, xs));
-}
-// Down's partial sums of all kHidden outputs, as float4 atomics.
-__device__ void add_all(float* out, unsigned acc, float xs, int nt = kT) {
-  const float v = value(acc, xs);
-#if __CUDA_ARCH__ >= 900
-  for (int i = threadIdx.x; i < kHidden / 4; i += nt) atomicAdd(reinterpret_cast<float4*>(out) + i, make_float4(v, v, v, v));
-#else
-  for (int i = threadIdx.x; i < kHidden; i += nt) atomicAdd(out + i, v);
-#endif
-}
-
-// One layer's buffers. Bytes: w_* the weights of each product, kv the layer's K and V rows.
-// Vectors (fp32): x [kHidden] the layer's input, qkv [kQkv], att [kHidden], o [kHidden] (an
-// accumulator in the dataflow), h [kInter] (gate/up's output, kernels only), and the next layer's x.
-struct Layer {
-  const uint4 *w_qkv, *w_o, *w_gu, *w_down, *kv;
-  std::size_t n_qkv, n_o, n_gu, n_down, n_kv;  // 16-byte vectors
-  const float* x;
-  float *qkv, *att, *o, *h, *x_next;
-  int* ctr;  // [kCounters] on their own 128-byte lines (32 ints apart)
-};
 
 // --- kernels: one launch per step --------------------------------------------------------------
 // A product: block b streams its share of w, stages `in` (n_in floats) after the wait and writes
@@ -311,161 +212,9 @@ __global__ void __launch_bounds__(kT, 1) dataflow_kernel(const Layer* layers, in
   }
 }
 
-// --- ring: the dataflow kernel fed by a producer warp through shared memory ---------------------
-constexpr int kStages = 6;                     // ring stages per block
-constexpr int kStageBytes = 32 * 1024;         // one bulk copy per stage
-constexpr int kStageVec = kStageBytes / 16;
-constexpr int kRingBytes = kStages * kStageBytes;  // 192 KB of dynamic shared memory
-constexpr int kCons = kT - 32;                 // consumer threads (warps 0-14); warp 15 produces
-
-// The ring's position, the same sequence in the producer and in the consumers: stage and parity.
-struct Ring {
-  unsigned base, full, empty;  // shared addresses: [kStages][kStageBytes] bytes, full[kStages], empty[kStages] (8 bytes each)
-  int stage = 0;
-  unsigned phase = 0;
-  __device__ void next() {
-    if (++stage == kStages) stage = 0, phase ^= 1;
-  }
-};
-// Copies n bytes (a multiple of 16, 16-byte aligned) from global memory into shared memory at dst;
-// they complete on the mbarrier at bar.
-__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned n, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(n), "r"(bar)
-               : "memory");
-}
-// Producer (one thread): a share into the ring, one stage per 32 KB piece, as stages come free.
-__device__ void produce(const Share& s, Ring& r) {
-  using namespace cosmos::kernels::tma;
-  for (std::size_t i = 0; i < s.n; i += kStageVec) {
-    const unsigned bytes = static_cast<unsigned>(s.n - i < kStageVec ? s.n - i : kStageVec) * 16;
-    mbar_wait(r.empty + 8 * r.stage, r.phase ^ 1);  // a fresh barrier passes parity 1 at once
-    mbar_expect_tx(r.full + 8 * r.stage, bytes);
-    bulk_load(r.base + r.stage * kStageBytes, s.p + i, bytes, r.full + 8 * r.stage);
-    r.next();
-  }
-}
-// Consumers: fold a share's stages in order and release each (one arrival per consumer warp).
-__device__ unsigned consume(const Share& s, Ring& r, const uint4* ring) {
-  using namespace cosmos::kernels::tma;
-  unsigned acc = 0;
-  for (std::size_t i = 0; i < s.n; i += kStageVec) {
-    const int n = static_cast<int>(s.n - i < kStageVec ? s.n - i : kStageVec);
-    mbar_wait(r.full + 8 * r.stage, r.phase);
-    const uint4* st = ring + r.stage * kStageVec;
-    for (int j = threadIdx.x; j < n; j += kCons) acc ^= fold(st[j]);
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) mbar_arrive(r.empty + 8 * r.stage);
-    r.next();
-  }
-  return acc;
-}
-// signal / wait_for among the consumers only (named barrier 1; the producer never joins).
-__device__ void cons_signal(int* ctr) {
-  cosmos::kernels::tma::named_sync(1, kCons);
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(ctr, 1);
-  }
-}
-template <bool kWait>
-__device__ void cons_wait(const int* ctr, int target) {
-  if (kWait && threadIdx.x == 0)
-    while (ld_acquire(ctr) < target) {
-    }
-  cosmos::kernels::tma::named_sync(1, kCons);
-}
-
-// The dataflow kernel's steps, shares and waits, its bytes through the ring. check: XOR of every word
-// folded (all blocks), for the bookkeeping check.
-template <bool kWait>
-__global__ void __launch_bounds__(kT, 1) ring_kernel(const Layer* layers, int n_layers, int splits, unsigned* check) {
-#if __CUDA_ARCH__ >= 900
-  extern __shared__ __align__(128) uint4 ring[];  // [kStages][kStageVec] the block's bytes in order of use
-  __shared__ __align__(8) unsigned long long bars[2 * kStages];  // full [kStages], empty [kStages]
-  using namespace cosmos::kernels::tma;
-  const int b = blockIdx.x, nb = gridDim.x;
-  Ring r{static_cast<unsigned>(__cvta_generic_to_shared(ring)), static_cast<unsigned>(__cvta_generic_to_shared(bars)),
-         static_cast<unsigned>(__cvta_generic_to_shared(bars + kStages))};
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kStages; ++i) mbar_init(r.full + 8 * i, 1), mbar_init(r.empty + 8 * i, kCons / 32);
-    mbar_init_fence();
-  }
-  __syncthreads();
-  const bool attends = b < kKvHeads * splits;
-  if (threadIdx.x >= kCons) {  // the producer warp: lane 0 streams every step of every layer in order
-    if (threadIdx.x != kCons) return;
-    for (int l = 0; l < n_layers; ++l) {
-      const Layer& L = layers[l];
-      const std::size_t per_qkv = L.n_qkv / kKvHeads, per_o = L.n_o / kKvHeads;
-      for (int g = 0; g < kKvHeads; ++g) produce(share_of(L.w_qkv + g * per_qkv, per_qkv, b, nb), r);
-      if (attends) produce(share_of(L.kv, L.n_kv, b, kKvHeads * splits), r);
-      for (int g = 0; g < kKvHeads; ++g) produce(share_of(L.w_o + g * per_o, per_o, b, nb), r);
-      produce(share_of(L.w_gu, L.n_gu, b, nb), r);
-      produce(share_of(L.w_down, L.n_down, b, nb), r);
-    }
-    return;
-  }
-  unsigned all = 0;
-  for (int l = 0; l < n_layers; ++l) {
-    const Layer& L = layers[l];
-    int* const qkv_done = L.ctr;
-    int* const att_done = L.ctr + 32 * kKvHeads;
-    int* const o_done = L.ctr + 32 * 2 * kKvHeads;
-    int* const down_done = o_done + 32;
-    const std::size_t per_qkv = L.n_qkv / kKvHeads, per_o = L.n_o / kKvHeads;
-    if (l > 0) cons_wait<kWait>(layers[l - 1].ctr + 32 * (2 * kKvHeads + 1), nb);
-    float xs = stage(L.x, kHidden, kCons);
-    for (int g = 0; g < kKvHeads; ++g) {
-      const unsigned acc = consume(share_of(L.w_qkv + g * per_qkv, per_qkv, b, nb), r, ring);
-      all ^= acc;
-      write_slice(L.qkv + g * kGroupQkv, kGroupQkv, b, nb, acc, xs, kCons);
-      cons_signal(qkv_done + 32 * g);
-    }
-    if (attends) {
-      const int g = b % kKvHeads, split = b / kKvHeads;
-      cons_wait<kWait>(qkv_done + 32 * g, nb);
-      xs = stage(L.qkv + g * kGroupQkv, kGroupQkv, kCons);
-      const unsigned acc = consume(share_of(L.kv, L.n_kv, b, kKvHeads * splits), r, ring);
-      all ^= acc;
-      write_slice(L.att + g * kGroupAtt, kGroupAtt, split, splits, acc, xs, kCons);
-      cons_signal(att_done + 32 * g);
-    }
-    for (int g = 0; g < kKvHeads; ++g) {
-      cons_wait<kWait>(att_done + 32 * g, splits);
-      xs = stage(L.att + g * kGroupAtt, kGroupAtt, kCons);
-      const unsigned acc = consume(share_of(L.w_o + g * per_o, per_o, b, nb), r, ring);
-      all ^= acc;
-      add_slice(L.o, kHidden, b, nb, acc, xs, kCons);
-    }
-    cons_signal(o_done);
-    cons_wait<kWait>(o_done, nb);
-    xs = stage(L.o, kHidden, kCons);
-    unsigned acc = consume(share_of(L.w_gu, L.n_gu, b, nb), r, ring);
-    acc ^= consume(share_of(L.w_down, L.n_down, b, nb), r, ring);
-    all ^= acc;
-    add_all(L.x_next, acc, xs, kCons);
-    cons_signal(down_done);
-  }
-  atomicXor(check, all);
-#endif
-}
-
-// The weights as a pattern (so that the ring check sees which words were folded), and their XOR.
-__global__ void fill_kernel(uint4* w, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    const unsigned h = static_cast<unsigned>(i) * 2654435761u ^ static_cast<unsigned>(i >> 32);
-    w[i] = make_uint4(h, h * 3u + 1u, h ^ 0x5bd1e995u, h + 7u);
-  }
-}
-__global__ void xor_kernel(const uint4* w, std::size_t n, unsigned* out) {
-  unsigned acc = 0;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
-    acc ^= fold(w[i]);
-  atomicXor(out, acc);
-}
-
 }  // namespace
+
+#include "bench_layer_flow_ring.cuh"
 
 int main(int argc, char** argv) {
   int n_layers = 28, depth = 0, bps = 1;
@@ -551,18 +300,34 @@ int main(int argc, char** argv) {
     }
     CHECK(cudaMemsetAsync(ctr, 0, ctr_bytes, s));
   };
-  cudaGraphExec_t exec[2];
-  for (int v = 0; v < 2; ++v) {
+  // Graphs: 0 five kernels, 1 the MLP in one, 2 five kernels with the products fed by rings (sm_90+).
+  const bool hopper = q.gpus[0].sm_major >= 9;
+  const std::size_t kring = static_cast<std::size_t>(kKStages) * kStageBytes;
+  if (hopper) CHECK(cudaFuncSetAttribute(ring_product_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kring)));
+  cudaGraphExec_t exec[3] = {};
+  for (int v = 0; v < (hopper ? 3 : 2); ++v) {
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int l = 0; l < n_layers; ++l) {
       const Layer& L = h_layers[l];
       using cosmos::kernels::launch_pdl;
-      CHECK(launch_pdl(product_kernel, dim3(grid), dim3(kT), 0, s, L.w_qkv, L.n_qkv, L.x, kHidden, L.qkv, kQkv));
+      if (v == 2)
+        CHECK(launch_pdl(ring_product_kernel, dim3(grid), dim3(kT), kring, s, L.w_qkv, L.n_qkv, L.x, kHidden, L.qkv, kQkv));
+      else
+        CHECK(launch_pdl(product_kernel, dim3(grid), dim3(kT), 0, s, L.w_qkv, L.n_qkv, L.x, kHidden, L.qkv, kQkv));
       CHECK(launch_pdl(attention_kernel, dim3(grid), dim3(kT), 0, s, L.kv, L.n_kv, static_cast<const float*>(L.qkv), L.att, splits));
-      CHECK(launch_pdl(product_kernel, dim3(grid), dim3(kT), 0, s, L.w_o, L.n_o, static_cast<const float*>(L.att), kHidden, L.o,
-                       kHidden));
-      if (v == 0) {
+      if (v == 2)
+        CHECK(launch_pdl(ring_product_kernel, dim3(grid), dim3(kT), kring, s, L.w_o, L.n_o, static_cast<const float*>(L.att),
+                         kHidden, L.o, kHidden));
+      else
+        CHECK(launch_pdl(product_kernel, dim3(grid), dim3(kT), 0, s, L.w_o, L.n_o, static_cast<const float*>(L.att), kHidden,
+                         L.o, kHidden));
+      if (v == 2) {
+        CHECK(launch_pdl(ring_product_kernel, dim3(grid), dim3(kT), kring, s, L.w_gu, L.n_gu, static_cast<const float*>(L.o),
+                         kHidden, L.h, kInter));
+        CHECK(launch_pdl(ring_product_kernel, dim3(grid), dim3(kT), kring, s, L.w_down, L.n_down, static_cast<const float*>(L.h),
+                         kInter, L.x_next, kHidden));
+      } else if (v == 0) {
         CHECK(launch_pdl(product_kernel, dim3(grid), dim3(kT), 0, s, L.w_gu, L.n_gu, static_cast<const float*>(L.o), kHidden, L.h,
                          kInter));
         CHECK(launch_pdl(product_kernel, dim3(grid), dim3(kT), 0, s, L.w_down, L.n_down, static_cast<const float*>(L.h), kInter,
@@ -576,9 +341,9 @@ int main(int argc, char** argv) {
     CHECK(cudaGraphInstantiate(&exec[v], g, 0));
     CHECK(cudaGraphDestroy(g));
   }
-  float ms[7] = {};
-  for (int v = 0; v < 2; ++v)
-    ms[v] = median_event_ms(s, 9, 2, [&] {
+  float ms[8] = {};
+  for (int v = 0; v < (hopper ? 3 : 2); ++v)
+    ms[v == 2 ? 7 : v] = median_event_ms(s, 9, 2, [&] {
       reset();
       CHECK(cudaGraphLaunch(exec[v], s));
     });
@@ -601,7 +366,7 @@ int main(int argc, char** argv) {
   }
   // The ring kernels (sm_90 and later: bulk copies into shared memory on mbarriers).
   unsigned want = 0, got[2] = {};
-  if (q.gpus[0].sm_major >= 9) {
+  if (hopper) {
     for (int v = 0; v < 2; ++v) {
       void* const kernel = v == 0 ? reinterpret_cast<void*>(ring_kernel<true>) : reinterpret_cast<void*>(ring_kernel<false>);
       CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes));
@@ -625,11 +390,11 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(&want, check, sizeof(unsigned), cudaMemcpyDeviceToHost));
   }
   const double floor_us = per_layer * 16.0 * n_layers / (copy_gbs * 1e3);
-  const char* const names[7] = {"kernels (5 per layer, PDL)", "kernels, MLP in one (4)", "dataflow (persistent)",
+  const char* const names[8] = {"kernels (5 per layer, PDL)", "kernels, MLP in one (4)", "dataflow (persistent)",
                                 "dataflow, look-ahead", "no waits (this code's ceiling)", "ring (TMA producer warp)",
-                                "ring, no waits"};
+                                "ring, no waits", "kernels (5), 96 KB rings"};
   std::printf("%-28s | %10s | %9s | %16s\n", "variant", "us / token", "us / layer", "excess / layer");
-  for (int v = 0; v < 7; ++v) {
+  for (int v = 0; v < 8; ++v) {
     const double us = ms[v] * 1e3;
     std::printf("%-28s | %10.1f | %9.2f | %13.2f us\n", names[v], us, us / n_layers, (us - floor_us) / n_layers);
   }
@@ -639,7 +404,8 @@ int main(int argc, char** argv) {
                 got[0] == want && got[1] == want ? "ok" : "MISMATCH", want, got[0], got[1]);
   else
     std::printf("ring check: not run (needs sm_90 and %d KB of shared memory per block)\n", kRingBytes / 1024);
-  for (auto& ge : exec) CHECK(cudaGraphExecDestroy(ge));
+  for (auto& ge : exec)
+    if (ge) CHECK(cudaGraphExecDestroy(ge));
   delete[] h_layers;
   CHECK(cudaFree(d_layers));
   CHECK(cudaFree(ctr));
