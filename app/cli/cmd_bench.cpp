@@ -222,6 +222,10 @@ int run_bench(const BenchArgs& a) {
     }
   }
   const double copy_gbps = b.name() == "cuda" ? gpu_copy_bandwidth_gbps() : host_copy_bandwidth_gbps(a.threads);
+  // Bytes of keys and values stored per token of context (every layer, K and V, in the cache's own
+  // element type: bf16 on the GPU, fp32 on the CPU); a decode step reads them for its whole context.
+  const auto kv_tokens = b.kv_cache().shape().tokens();
+  const double kv_per_token = kv_tokens > 0 ? static_cast<double>(b.memory().kv_cache) / static_cast<double>(kv_tokens) : 0.0;
 
   std::mt19937 rng(7);
   auto random_ids = [&](int n) {
@@ -303,9 +307,24 @@ int run_bench(const BenchArgs& a) {
     }
     const double t = median(tps);
     const double gbps = t * static_cast<double>(step_bytes) / 1e9;
+    // The timed steps attend over max(depth, 1) + 1 ... max(depth, 1) + gen tokens.
+    const double kv_step = kv_per_token * (std::max(depth, 1) + (a.gen + 1) / 2.0);
+    const double kv_gbps = t * kv_step / 1e9;
     decode.push_back({{"depth", depth}, {"tok_per_s", t}, {"weight_gb_per_s", gbps},
                       {"steps_ran_ahead", static_cast<double>(ahead) / std::max(1, a.gen * a.reps)},
-                      {"pct_of_copy", copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0.0}});
+                      {"pct_of_copy", copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0.0},
+                      {"kv_bytes_per_step", kv_step},
+                      {"kv_gb_per_s", kv_gbps},
+                      {"pct_of_copy_with_kv", copy_gbps > 0 ? 100.0 * (gbps + kv_gbps) / copy_gbps : 0.0},
+                      // The speed this depth would keep against the first depth measured if every step
+                      // ran at the same bandwidth: the bytes alone's bound on the ratio of the two.
+                      {"bytes_bound_vs_first", 0.0},
+                      {"speed_vs_first", 0.0}});
+  }
+  for (auto& d : decode) {
+    const double first_bytes = static_cast<double>(step_bytes) + decode.front()["kv_bytes_per_step"].get<double>();
+    d["bytes_bound_vs_first"] = first_bytes / (static_cast<double>(step_bytes) + d["kv_bytes_per_step"].get<double>());
+    d["speed_vs_first"] = d["tok_per_s"].get<double>() / decode.front()["tok_per_s"].get<double>();
   }
   nlohmann::json batches = nlohmann::json::array();
   if (!batch.sizes.empty()) {
@@ -347,10 +366,15 @@ int run_bench(const BenchArgs& a) {
   for (const auto& p : prefill)
     std::printf("prefill %5d tokens: %9.1f tok/s, time to first token %.3f s\n", p["prompt_tokens"].get<int>(),
                 p["tok_per_s"].get<double>(), p["ttft_s"].get<double>());
-  for (const auto& d : decode)
-    std::printf("decode at depth %5d: %7.1f tok/s, %6.0f GB/s of weights (%.1f%% of copy), %.0f%% of steps run ahead\n",
+  for (const auto& d : decode) {
+    std::printf("decode at depth %5d: %7.1f tok/s, %6.0f GB/s of weights + %.0f of K/V (%.1f%% of copy), %.0f%% of steps run ahead\n",
                 d["depth"].get<int>(), d["tok_per_s"].get<double>(), d["weight_gb_per_s"].get<double>(),
-                d["pct_of_copy"].get<double>(), 100.0 * d["steps_ran_ahead"].get<double>());
+                d["kv_gb_per_s"].get<double>(), d["pct_of_copy_with_kv"].get<double>(),
+                100.0 * d["steps_ran_ahead"].get<double>());
+    if (&d != &decode.front())
+      std::printf("  against depth %d: %.1f%% of its speed; the bytes alone allow %.1f%%\n", decode.front()["depth"].get<int>(),
+                  100.0 * d["speed_vs_first"].get<double>(), 100.0 * d["bytes_bound_vs_first"].get<double>());
+  }
   double single = 0;
   for (const auto& r : batches)
     if (r["batch"].get<int>() == 1) single = r["per_stream_tok_per_s"].get<double>();

@@ -279,7 +279,9 @@ if [ $bench7b = 1 ]; then
     bench7b_status+="$prec: $(python3 -c "
 import json; j=json.load(open('$LOGS/bench7b_$prec.json'))
 p=' '.join('pp%d %.0f tok/s (ttft %.3f s)'%(x['prompt_tokens'],x['tok_per_s'],x['ttft_s']) for x in j['prefill'])
-d=' '.join('tg@%d %.1f tok/s (%.0f%%)'%(x['depth'],x['tok_per_s'],x['pct_of_copy']) for x in j['decode'])
+d=' '.join('tg@%d %.1f tok/s (%.0f%%%s)'%(x['depth'],x['tok_per_s'],x['pct_of_copy_with_kv'],
+  '' if i == 0 else ', %.1f%% of tg@%d, bytes allow %.1f%%'%(100*x['speed_vs_first'],j['decode'][0]['depth'],100*x['bytes_bound_vs_first']))
+  for i,x in enumerate(j['decode']))
 print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED) | "
     { echo "== bench 7B $prec"; cat "$LOGS/bench7b_$prec.json" "$LOGS/bench7b_$prec.err"; } >> "$OUT/tests.log"
   done

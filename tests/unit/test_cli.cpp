@@ -235,6 +235,28 @@ TEST_F(Cli, BenchReportsEveryFigureAsJson) {
   EXPECT_GT(j["memory"]["weights"].get<double>(), 0.0);
   EXPECT_EQ(j["repetition_penalty"].get<double>(), 1.0);
   EXPECT_EQ(j["decode"][0]["steps_ran_ahead"].get<double>(), 0.0);  // the CPU backend runs no step ahead
+  // K/V read per step: the CPU cache's fp32 keys and values of every layer, over the timed steps'
+  // mean context (depth 40, 4 steps: 41 ... 44 tokens; depth 0 starts from one token).
+  const auto cfg = nlohmann::json::parse(read(m / "config.json"));
+  const double kv_per_token = 4.0 * 2 * cfg["num_hidden_layers"].get<int>() * cfg["num_key_value_heads"].get<int>() *
+                              (cfg["hidden_size"].get<int>() / cfg["num_attention_heads"].get<int>());
+  EXPECT_DOUBLE_EQ(j["decode"][0]["kv_bytes_per_step"].get<double>(), kv_per_token * (1 + 2.5));
+  EXPECT_DOUBLE_EQ(j["decode"][1]["kv_bytes_per_step"].get<double>(), kv_per_token * (40 + 2.5));
+  // The second depth against the first: the bytes' bound and the measured ratio.
+  const double step = j["bytes_per_decode_step"].get<double>();
+  EXPECT_DOUBLE_EQ(j["decode"][0]["bytes_bound_vs_first"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["decode"][1]["bytes_bound_vs_first"].get<double>(),
+                   (step + kv_per_token * 3.5) / (step + kv_per_token * 42.5));
+  EXPECT_DOUBLE_EQ(j["decode"][1]["speed_vs_first"].get<double>(),
+                   j["decode"][1]["tok_per_s"].get<double>() / j["decode"][0]["tok_per_s"].get<double>());
+  EXPECT_NEAR(j["decode"][1]["pct_of_copy_with_kv"].get<double>(),
+              j["decode"][1]["pct_of_copy"].get<double>() * (step + kv_per_token * 42.5) / step,
+              1e-9 * j["decode"][1]["pct_of_copy_with_kv"].get<double>());
+  CliRun text = cli("bench --model '" + m.string() + "' --device cpu --prompt-lens 8 --depth 0,40 --gen 4 --reps 1");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("of K/V ("), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("against depth 0: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the bytes alone allow"), std::string::npos) << text.out;
 }
 
 TEST_F(Cli, BenchDecodesWithARepetitionPenalty) {
