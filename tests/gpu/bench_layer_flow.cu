@@ -266,6 +266,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(check, 0, 4 * sizeof(unsigned)));
   xor_kernel<<<sms * 4, 256>>>(w, per_layer * n_layers, check);
   CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());  // the legacy stream's work done before the non-blocking stream's
   const std::size_t fl_layer = kQkv + 3 * kHidden + kInter + kHidden;  // qkv, att, o, h, x_next
   float* f = nullptr;
   CHECK(cudaMalloc(&f, (kHidden + fl_layer * n_layers) * sizeof(float)));
