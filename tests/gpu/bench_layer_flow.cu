@@ -60,6 +60,9 @@ __global__ void __launch_bounds__(kT) product_kernel(const uint4* w, std::size_t
 }
 // The attention: blocks [0, kKvHeads x splits) each take a split of one KV head's K/V rows; they
 // stage the head's q/k/v rows and write their part of its outputs.
+// (kRingGraph: a second copy for the graph of ring products, so that its shared-memory carveout can be
+// set apart from the plain graph's.)
+template <bool kRingGraph = false>
 __global__ void __launch_bounds__(kT) attention_kernel(const uint4* kv, std::size_t n, const float* qkv, float* att,
                                                        int splits) {
   const int b = blockIdx.x, g = b % kKvHeads, split = b / kKvHeads;
@@ -304,7 +307,13 @@ int main(int argc, char** argv) {
   // Graphs: 0 five kernels, 1 the MLP in one, 2 five kernels with the products fed by rings (sm_90+).
   const bool hopper = q.gpus[0].sm_major >= 9;
   const std::size_t kring = static_cast<std::size_t>(kKStages) * kStageBytes;
-  if (hopper) CHECK(cudaFuncSetAttribute(ring_product_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kring)));
+  if (hopper) {
+    CHECK(cudaFuncSetAttribute(ring_product_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kring)));
+    // Every kernel of the ring graph asks for the whole carveout, so an SM's split of shared memory
+    // and L1 does not change between neighbours (a change waits for the SM to drain).
+    CHECK(cudaFuncSetAttribute(ring_product_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    CHECK(cudaFuncSetAttribute(attention_kernel<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  }
   cudaGraphExec_t exec[3] = {};
   for (int v = 0; v < (hopper ? 3 : 2); ++v) {
     cudaGraph_t g;
@@ -316,7 +325,12 @@ int main(int argc, char** argv) {
         CHECK(launch_pdl(ring_product_kernel, dim3(grid), dim3(kT), kring, s, L.w_qkv, L.n_qkv, L.x, kHidden, L.qkv, kQkv));
       else
         CHECK(launch_pdl(product_kernel, dim3(grid), dim3(kT), 0, s, L.w_qkv, L.n_qkv, L.x, kHidden, L.qkv, kQkv));
-      CHECK(launch_pdl(attention_kernel, dim3(grid), dim3(kT), 0, s, L.kv, L.n_kv, static_cast<const float*>(L.qkv), L.att, splits));
+      if (v == 2)
+        CHECK(launch_pdl(attention_kernel<true>, dim3(grid), dim3(kT), 0, s, L.kv, L.n_kv, static_cast<const float*>(L.qkv),
+                         L.att, splits));
+      else
+        CHECK(launch_pdl(attention_kernel<false>, dim3(grid), dim3(kT), 0, s, L.kv, L.n_kv, static_cast<const float*>(L.qkv),
+                         L.att, splits));
       if (v == 2)
         CHECK(launch_pdl(ring_product_kernel, dim3(grid), dim3(kT), kring, s, L.w_o, L.n_o, static_cast<const float*>(L.att),
                          kHidden, L.o, kHidden));
