@@ -310,7 +310,8 @@ int main(int argc, char** argv) {
   if (hopper) {
     CHECK(cudaFuncSetAttribute(ring_product_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kring)));
     // Every kernel of the ring graph asks for the whole carveout, so an SM's split of shared memory
-    // and L1 does not change between neighbours (a change waits for the SM to drain).
+    // and L1 does not change between neighbours (suspected of a 20% loss in the engine once:
+    // kernels/decode_attention_mma.cu).
     CHECK(cudaFuncSetAttribute(ring_product_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
     CHECK(cudaFuncSetAttribute(attention_kernel<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   }
