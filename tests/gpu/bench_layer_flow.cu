@@ -150,16 +150,14 @@ __global__ void __launch_bounds__(kT, 1) dataflow_kernel(const Layer* layers, in
   Ahead<kLook> a;
   for (int l = 0; l < n_layers; ++l) {
     const Layer& L = layers[l];
-    int* const qkv_done = L.ctr;
-    int* const att_done = L.ctr + 32 * kKvHeads;
-    int* const o_done = L.ctr + 32 * 2 * kKvHeads;
-    int* const down_done = o_done + 32;
+    const Counters k = counters_of(L);
+    int *const qkv_done = k.qkv, *const att_done = k.att, *const o_done = k.o, *const down_done = k.down;
     // q/k/v, KV head by KV head (each head's rows over all blocks), after the whole input vector.
     {
       const std::size_t per = L.n_qkv / kKvHeads;
       Share s = share_of(L.w_qkv, per, b, nb);
       a.issue(s, look);
-      if (l > 0) wait_for<kWait>(layers[l - 1].ctr + 32 * (2 * kKvHeads + 1), nb);
+      if (l > 0) wait_for<kWait>(counters_of(layers[l - 1]).down, nb);
       const float xs = stage(L.x, kHidden);
       for (int g = 0; g < kKvHeads; ++g) {
         unsigned acc;

@@ -107,5 +107,12 @@ struct Layer {
   float *qkv, *att, *o, *h, *x_next;
   int* ctr;  // [kCounters] on their own 128-byte lines (32 ints apart)
 };
+// The layer's counters: q/k/v done per KV head, attention done per KV head, o done, down done.
+struct Counters {
+  int *qkv, *att, *o, *down;
+};
+__device__ __forceinline__ Counters counters_of(const Layer& L) {
+  return {L.ctr, L.ctr + 32 * kKvHeads, L.ctr + 32 * 2 * kKvHeads, L.ctr + 32 * (2 * kKvHeads + 1)};
+}
 
 }  // namespace

@@ -114,12 +114,10 @@ __global__ void __launch_bounds__(kT, 1) ring_kernel(const Layer* layers, int n_
   unsigned all = 0;
   for (int l = 0; l < n_layers; ++l) {
     const Layer& L = layers[l];
-    int* const qkv_done = L.ctr;
-    int* const att_done = L.ctr + 32 * kKvHeads;
-    int* const o_done = L.ctr + 32 * 2 * kKvHeads;
-    int* const down_done = o_done + 32;
+    const Counters k = counters_of(L);
+    int *const qkv_done = k.qkv, *const att_done = k.att, *const o_done = k.o, *const down_done = k.down;
     const std::size_t per_qkv = L.n_qkv / kKvHeads, per_o = L.n_o / kKvHeads;
-    if (l > 0) cons_wait<kWait>(layers[l - 1].ctr + 32 * (2 * kKvHeads + 1), nb);
+    if (l > 0) cons_wait<kWait>(counters_of(layers[l - 1]).down, nb);
     float xs = stage(L.x, kHidden, kCons);
     for (int g = 0; g < kKvHeads; ++g) {
       const unsigned acc = consume(share_of(L.w_qkv + g * per_qkv, per_qkv, b, nb), r, ring);
