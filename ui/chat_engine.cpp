@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cosmos/batch_scheduler.h"
+#include "cosmos/kv_format.h"
 #include "cosmos/model_loader.h"
 #include "cosmos/precision.h"
 #include "cosmos/tune_cache.h"
@@ -40,12 +41,18 @@ class RealChatEngine final : public ChatEngine {
     if (!precision)
       return cosmos::make_error(cosmos::ErrorCategory::bad_input, "load.precision",
                                 "unknown precision \"" + precisionName + "\"");
+    const std::string kvName = request.kvCache.isEmpty() ? std::string("full") : request.kvCache.toStdString();
+    const auto kvFormat = cosmos::kv_format_from_string(kvName);
+    if (!kvFormat)
+      return cosmos::make_error(cosmos::ErrorCategory::bad_input, "load.kv_cache",
+                                "unknown KV cache format \"" + kvName + "\" (use full or int8)");
     if (request.modelDir.isEmpty())
       return cosmos::make_error(cosmos::ErrorCategory::bad_input, "load.model_dir", "no model folder was chosen");
 
     cosmos::BackendOptions options;
     options.context_tokens = request.contextTokens;
     options.precision = *precision;
+    options.kv_format = *kvFormat;
     if (!request.quantCacheDir.isEmpty()) options.quant_cache_dir = request.quantCacheDir.toStdString();
     // The GEMM tuner's choices for this GPU (a small text file): the first long prompt after a
     // restart skips re-timing cuBLASLt's candidates.
@@ -89,6 +96,7 @@ class RealChatEngine final : public ChatEngine {
     info.deviceName = QString::fromStdString(backend.device_name());
     const std::string_view precisionText = cosmos::to_string(backend.precision());
     info.precision = QString::fromUtf8(precisionText.data(), static_cast<qsizetype>(precisionText.size()));
+    info.kvCache = QString::fromUtf8(std::string(cosmos::to_string(backend.kv_format())));
     info.deviceNote = QString::fromStdString(next->model.device_note);
     info.onGpu = memory.on_gpu;
     info.weightBytes = memory.weights;

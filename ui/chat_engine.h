@@ -20,12 +20,14 @@
 namespace cosmos::ui {
 
 // What to load: a model folder on a device ("auto" | "cpu" | "cuda"), a weight precision
-// ("bf16", "fp16", …; "auto" means bf16) and the KV-cache capacity in tokens.
+// ("bf16", "fp16", …; "auto" means bf16), the KV-cache capacity in tokens and how the cache stores
+// K and V ("full" | "int8": cosmos/kv_format.h).
 struct EngineLoadRequest {
   QString modelDir;
   QString device = QStringLiteral("auto");
   QString precision = QStringLiteral("bf16");
   int contextTokens = 8192;
+  QString kvCache = QStringLiteral("full");
   // Where quantized weights (int8, fp8, int4) are kept between loads (cosmos/quant_cache.h); empty:
   // quantize at every load.
   QString quantCacheDir;
@@ -35,6 +37,7 @@ struct EngineLoadRequest {
 // (e.g. why the GPU is not used with device "auto"); empty when there is nothing to say.
 struct EngineInfo {
   QString deviceName, precision, deviceNote;
+  QString kvCache = QStringLiteral("full");  // the loaded cache's format ("full" | "int8")
   bool onGpu = false;
   quint64 weightBytes = 0, kvCacheBytes = 0, workspaceBytes = 0;
   int contextLimit = 0;  // the longest prompt + reply the session holds (tokens)

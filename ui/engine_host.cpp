@@ -69,7 +69,7 @@ void EngineHost::setErrorText(const QString& text) {
 void EngineHost::clearError() { setErrorText({}); }
 
 void EngineHost::loadModel(const QString& dir, const QString& device, const QString& precision, int context,
-                           bool keepQuantized) {
+                           bool keepQuantized, const QString& kvCache) {
   if (state_ == Loading) return;
   if (state_ == Generating) controller_->requestStop();  // the load is queued behind the reply
   loadingDir_ = dir;
@@ -82,6 +82,7 @@ void EngineHost::loadModel(const QString& dir, const QString& device, const QStr
   request.device = device;
   request.precision = precision;
   request.contextTokens = context;
+  request.kvCache = kvCache;
   if (keepQuantized) request.quantCacheDir = QString::fromStdString(cosmos::default_quant_cache_dir().string());
   EngineController* controller = controller_;
   QMetaObject::invokeMethod(controller, [controller, request] { controller->load(request); }, Qt::QueuedConnection);

@@ -32,6 +32,7 @@ class EngineHost : public QObject {
   Q_PROPERTY(QString modelDir READ modelDir NOTIFY infoChanged)
   Q_PROPERTY(QString deviceName READ deviceName NOTIFY infoChanged)
   Q_PROPERTY(QString precision READ precision NOTIFY infoChanged)
+  Q_PROPERTY(QString kvCache READ kvCache NOTIFY infoChanged)  // "full" | "int8"
   Q_PROPERTY(QString deviceNote READ deviceNote NOTIFY infoChanged)
   Q_PROPERTY(int contextLimit READ contextLimit NOTIFY infoChanged)
   Q_PROPERTY(qint64 weightBytes READ weightBytes NOTIFY infoChanged)
@@ -57,6 +58,7 @@ class EngineHost : public QObject {
   QString modelDir() const { return modelDir_; }
   QString deviceName() const { return info_.deviceName; }
   QString precision() const { return info_.precision; }
+  QString kvCache() const { return info_.kvCache; }
   QString deviceNote() const { return info_.deviceNote; }
   int contextLimit() const { return info_.contextLimit; }
   qint64 weightBytes() const { return static_cast<qint64>(info_.weightBytes); }
@@ -68,10 +70,11 @@ class EngineHost : public QObject {
 
   // Starts loading (ignored while a load runs; a running generation is stopped first).
   // device: "auto" | "cpu" | "cuda"; precision: "bf16", …; context: KV-cache tokens; keepQuantized:
-  // keep quantized weights in cosmos::default_quant_cache_dir() for the next load.
+  // keep quantized weights in cosmos::default_quant_cache_dir() for the next load; kvCache: "full" |
+  // "int8" (cosmos/kv_format.h).
   Q_INVOKABLE void loadModel(const QString& dir, const QString& device = QStringLiteral("auto"),
                              const QString& precision = QStringLiteral("bf16"), int context = 8192,
-                             bool keepQuantized = false);
+                             bool keepQuantized = false, const QString& kvCache = QStringLiteral("full"));
   // Cancels a running load: the model loaded before stays (state Ready), else state NoModel;
   // errorText says which.
   Q_INVOKABLE void cancelLoad();

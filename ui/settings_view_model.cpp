@@ -35,6 +35,7 @@ namespace fs = std::filesystem;
 const QString kKeyModelDir = QStringLiteral("model/dir");
 const QString kKeyPrecision = QStringLiteral("model/precision");
 const QString kKeyContext = QStringLiteral("model/contextLength");
+const QString kKeyKvCache = QStringLiteral("model/kvCache");
 const QString kKeyKeepQuantized = QStringLiteral("model/keepQuantizedWeights");
 const QString kKeyTemperature = QStringLiteral("sampling/temperature");
 const QString kKeyTopP = QStringLiteral("sampling/topP");
@@ -87,6 +88,8 @@ void SettingsViewModel::load() {
   const QString p = s.value(kKeyPrecision, QStringLiteral("auto")).toString();
   precision_ = precisionNames().contains(p) ? p : QStringLiteral("auto");
   contextLength_ = std::max(kMinContext, s.value(kKeyContext, kDefaultContextLength).toInt());
+  const QString kv = s.value(kKeyKvCache, QStringLiteral("full")).toString();
+  kvCache_ = kv == QLatin1String("int8") ? kv : QStringLiteral("full");
   temperature_ = std::clamp(s.value(kKeyTemperature, kDefaultTemperature).toDouble(), 0.0, 2.0);
   topP_ = std::clamp(s.value(kKeyTopP, kDefaultTopP).toDouble(), 0.01, 1.0);
   topK_ = std::max(0, s.value(kKeyTopK, kDefaultTopK).toInt());
@@ -123,6 +126,20 @@ void SettingsViewModel::setPrecision(const QString& precision) {
   precision_ = precision;
   save(kKeyPrecision, precision_);
   emit precisionChanged();
+}
+
+void SettingsViewModel::setKvCache(const QString& format) {
+  if (format == kvCache_ || (format != QLatin1String("full") && format != QLatin1String("int8"))) return;
+  kvCache_ = format;
+  save(kKeyKvCache, kvCache_);
+  recomputePrecisionOptions();
+  emit kvCacheChanged();
+}
+
+QString SettingsViewModel::resolvedKvCache() const { return gpuInUse_ ? QStringLiteral("full") : kvCache_; }
+
+cosmos::KvFormat SettingsViewModel::kvFormat() const {
+  return resolvedKvCache() == QLatin1String("int8") ? cosmos::KvFormat::int8 : cosmos::KvFormat::full;
 }
 
 int SettingsViewModel::maxContextLength() const {
@@ -267,6 +284,7 @@ void SettingsViewModel::recomputePrecisionOptions() {
       cosmos::EstimateOptions eo;
       eo.context_tokens = contextLength_;
       eo.gpu = gpuInUse_;
+      eo.kv_format = kvFormat();
       const cosmos::MemoryEstimate e = cosmos::estimate_memory(*config_, p, eo);
       bytes = static_cast<double>(e.total());
       o[QStringLiteral("weightBytes")] = static_cast<double>(e.weights());
@@ -314,6 +332,27 @@ void SettingsViewModel::recomputePrecisionOptions() {
   }
   options.prepend(a);
   precisionOptions_ = options;
+  // The cache's two formats at this context (the same for every precision).
+  QVariantList kv;
+  for (const cosmos::KvFormat f : {cosmos::KvFormat::full, cosmos::KvFormat::int8}) {
+    QVariantMap o;
+    o[QStringLiteral("name")] = QString::fromUtf8(std::string(cosmos::to_string(f)));
+    double bytes = 0;
+    if (config_)
+      bytes = static_cast<double>(contextLength_) *
+              static_cast<double>(cosmos::kv_bytes_per_token(*config_, f, gpuInUse_ ? 2 : 4));
+    o[QStringLiteral("bytes")] = bytes;
+    const bool enabled = f == cosmos::KvFormat::full || !gpuInUse_;
+    o[QStringLiteral("enabled")] = enabled;
+    o[QStringLiteral("reason")] =
+        f == cosmos::KvFormat::full
+            ? (gpuInUse_ ? tr("bf16 keys and values") : tr("fp32 keys and values"))
+            : (enabled ? tr("8-bit keys and values with a scale per token and head: about a quarter of the memory "
+                            "and of the bytes long contexts read each token")
+                       : tr("runs on the CPU backend only for now; the GPU keeps a bf16 cache"));
+    kv.append(o);
+  }
+  kvCacheOptions_ = kv;
   emit precisionOptionsChanged();
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "cosmos/kv_format.h"
 #include "cosmos/model_config.h"
 #include "cosmos/session.h"
 
@@ -23,6 +24,11 @@ class SettingsViewModel : public QObject {
   Q_PROPERTY(QString modelDir READ modelDir WRITE setModelDir NOTIFY modelDirChanged)
   Q_PROPERTY(QString precision READ precision WRITE setPrecision NOTIFY precisionChanged)
   Q_PROPERTY(int contextLength READ contextLength WRITE setContextLength NOTIFY contextLengthChanged)
+  // How the KV cache stores K and V: "full" or "int8" (cosmos/kv_format.h). The precision
+  // estimates count it; resolvedKvCache() is what a load uses.
+  Q_PROPERTY(QString kvCache READ kvCache WRITE setKvCache NOTIFY kvCacheChanged)
+  // [{name, bytes (the cache at contextLength), enabled, reason}] for "full" and "int8".
+  Q_PROPERTY(QVariantList kvCacheOptions READ kvCacheOptions NOTIFY precisionOptionsChanged)
   // Keep quantized weights on disk between loads (cosmos::default_quant_cache_dir(); off by default:
   // a file per model and precision, e.g. 7.1 GB for the 7B in int8).
   Q_PROPERTY(bool keepQuantizedWeights READ keepQuantizedWeights WRITE setKeepQuantizedWeights NOTIFY
@@ -69,6 +75,9 @@ class SettingsViewModel : public QObject {
   QString precision() const { return precision_; }
   void setPrecision(const QString& precision);
   int contextLength() const { return contextLength_; }
+  QString kvCache() const { return kvCache_; }
+  void setKvCache(const QString& format);
+  QVariantList kvCacheOptions() const { return kvCacheOptions_; }
   bool keepQuantizedWeights() const { return keepQuantizedWeights_; }
   void setKeepQuantizedWeights(bool on);
   void setContextLength(int tokens);
@@ -112,6 +121,9 @@ class SettingsViewModel : public QObject {
   Q_INVOKABLE bool isDemoModel(const QString& dir) const;
   // The precision to load: "auto" resolved to the most precise enabled option that fits.
   Q_INVOKABLE QString resolvedPrecision() const;
+  // The KV cache to load: kvCache, except "full" while the GPU is in use (the CUDA backend keeps a
+  // bf16 cache for now; kvCacheOptions says so).
+  Q_INVOKABLE QString resolvedKvCache() const;
   // Sampling back to the recommended values (temperature, top-p, top-k, penalty, max tokens, seed).
   Q_INVOKABLE void resetSampling();
   Q_INVOKABLE void resetSystemPrompt();
@@ -134,6 +146,7 @@ class SettingsViewModel : public QObject {
   void modelDirChanged();
   void precisionChanged();
   void contextLengthChanged();
+  void kvCacheChanged();
   void keepQuantizedWeightsChanged();
   void temperatureChanged();
   void topPChanged();
@@ -156,6 +169,7 @@ class SettingsViewModel : public QObject {
   QString modelDir_;
   QString precision_ = QStringLiteral("auto");
   int contextLength_ = kDefaultContextLength;
+  QString kvCache_ = QStringLiteral("full");
   double temperature_ = kDefaultTemperature;
   double topP_ = kDefaultTopP;
   int topK_ = kDefaultTopK;
@@ -170,6 +184,8 @@ class SettingsViewModel : public QObject {
   bool keepQuantizedWeights_ = false;
   std::optional<cosmos::ModelConfig> config_;
   QVariantList precisionOptions_;
+  QVariantList kvCacheOptions_;
+  cosmos::KvFormat kvFormat() const;  // resolvedKvCache() as the engine's enum
 };
 
 }  // namespace cosmos::ui

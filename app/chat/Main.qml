@@ -58,12 +58,12 @@ ApplicationWindow {
     palette.disabled.buttonText: Theme.muted
     palette.disabled.windowText: Theme.muted
 
-    // Loads settings.modelDir with the settings' precision and context (after a change in the
+    // Loads settings.modelDir with the settings' precision, context and KV cache (after a change in the
     // settings or the welcome page).
     function loadFromSettings() {
         if (settings.modelDir !== "")
             engine.loadModel(settings.modelDir, "auto", settings.resolvedPrecision(), settings.contextLength,
-                             settings.keepQuantizedWeights)
+                             settings.keepQuantizedWeights, settings.resolvedKvCache())
     }
     function newChat() {
         settingsOpen = false

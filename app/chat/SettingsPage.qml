@@ -120,7 +120,9 @@ Item {
                         onClicked: root.reloadRequested()
                     }
                     Label {
-                        text: engine.hasModel ? qsTr("Loaded: %1 on %2").arg(engine.precision).arg(engine.deviceName) : ""
+                        text: engine.hasModel ? (engine.kvCache === "int8"
+                                                 ? qsTr("Loaded: %1 on %2, int8 KV cache").arg(engine.precision).arg(engine.deviceName)
+                                                 : qsTr("Loaded: %1 on %2").arg(engine.precision).arg(engine.deviceName)) : ""
                         color: Theme.muted
                         elide: Text.ElideRight
                         Layout.fillWidth: true
@@ -189,6 +191,39 @@ Item {
                             settings.contextLength = sizes[i]
                             root.reloadIfLoaded()
                         }
+                    }
+                }
+                RowLayout {
+                    Label { text: qsTr("KV cache"); color: Theme.text; Layout.preferredWidth: 140 }
+                    ComboBox {
+                        id: kvBox
+                        readonly property var options: settings.kvCacheOptions
+                        model: options.map(o => o.bytes > 0 ? qsTr("%1 (≈ %2)").arg(o.name).arg(settings.formatBytes(o.bytes))
+                                                            : o.name)
+                        currentIndex: Math.max(0, options.findIndex(o => o.name === settings.resolvedKvCache()))
+                        Layout.preferredWidth: 200
+                        Accessible.name: qsTr("KV cache")
+                        Accessible.description: kvHint.text
+                        // On the GPU only "full" runs for now: the box is off and the hint says why.
+                        enabled: options.every(o => o.enabled)
+                        onActivated: (i) => {
+                            if (options[i].name === settings.kvCache) return
+                            settings.kvCache = options[i].name
+                            root.reloadIfLoaded()
+                        }
+                    }
+                    Label {
+                        id: kvHint
+                        text: {
+                            const off = kvBox.options.find(o => !o.enabled)
+                            if (off) return qsTr("int8: %1").arg(off.reason)
+                            const on = kvBox.options[kvBox.currentIndex]
+                            return on ? on.reason : ""
+                        }
+                        color: Theme.muted
+                        font.pointSize: Theme.smallFontSize
+                        wrapMode: Text.Wrap
+                        Layout.fillWidth: true
                     }
                 }
                 CheckBox {

@@ -223,7 +223,7 @@ int main(int argc, char* argv[]) {
   }
   if (!modelDir.isEmpty()) {
     engine.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), settings.contextLength(),
-                     settings.keepQuantizedWeights());
+                     settings.keepQuantizedWeights(), settings.resolvedKvCache());
   }
 
   const int rc = QGuiApplication::exec();

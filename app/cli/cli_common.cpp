@@ -30,16 +30,25 @@ Result<std::unique_ptr<Tokenizer>> TokenizerSource::load() const {
 }
 
 Result<Precision> precision_option(const std::string& name, const std::string& model_dir, const std::string& device,
-                                   int context, bool quiet) {
+                                   int context, bool quiet, KvFormat kv) {
   if (name == "auto") {
     std::string note;
-    auto picked = resolve_auto_precision(model_dir, *device_from_string(device), context, note);
+    auto picked = resolve_auto_precision(model_dir, *device_from_string(device), context, note, kv);
     if (!picked) return picked.error();
     if (!quiet) std::cerr << note << "\n";
     return *picked;
   }
   if (auto p = precision_from_string(name)) return *p;
   return make_error(ErrorCategory::bad_input, "cli.usage", "unknown precision \"" + name + "\"");
+}
+
+void add_kv_cache_option(CLI::App& cmd, KvFormat& kv) {
+  cmd.add_option_function<std::string>(
+         "--kv-cache", [&kv](const std::string& name) { kv = kv_format_from_string(name).value_or(KvFormat::full); },
+         "how the KV cache stores K and V: full (bf16 on the GPU, fp32 on the CPU) or int8 (a scale per token and "
+         "head; about half of bf16's bytes; CPU backend only for now)")
+      ->check(CLI::IsMember({"full", "int8"}))
+      ->default_str("full");
 }
 
 void SamplingArgs::add_to(CLI::App& cmd) {

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cosmos/error.h"
+#include "cosmos/kv_format.h"
 #include "cosmos/precision.h"
 #include "cosmos/session.h"
 #include "cosmos/tokenizer.h"
@@ -52,7 +53,10 @@ struct TokenizerSource {
 // device at `context` tokens; what it picked is said on stderr unless quiet). Errors: an unknown name,
 // or resolve_auto_precision's.
 Result<Precision> precision_option(const std::string& name, const std::string& model_dir, const std::string& device,
-                                   int context, bool quiet);
+                                   int context, bool quiet, KvFormat kv = KvFormat::full);
+
+// --kv-cache full | int8 (cosmos/kv_format.h) into `kv`.
+void add_kv_cache_option(CLI::App& cmd, KvFormat& kv);
 
 // The sampling and length options of generate and batch (--max-tokens, --temperature, --top-p,
 // --top-k, --min-p, --repetition-penalty, --seed), with the app's defaults.

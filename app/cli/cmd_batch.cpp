@@ -35,6 +35,7 @@ struct BatchArgs {
   std::string model, input, output;
   std::string device = "auto";
   std::string precision = "bf16";
+  KvFormat kv_cache = KvFormat::full;
   int max_batch = 16;
   int step_tokens = 512;
   SamplingArgs sampling;  // the defaults of every line
@@ -130,12 +131,13 @@ void draw_progress(const BatchProgress& p, double elapsed) {
 int run_batch(const BatchArgs& a) {
   auto text = read_text(a.input);
   if (!text) return report(text.error());
-  auto precision = precision_option(a.precision, a.model, a.device, a.context, a.quiet);
+  auto precision = precision_option(a.precision, a.model, a.device, a.context, a.quiet, a.kv_cache);
   if (!precision) return report(precision.error());
   BackendOptions o;
   o.context_tokens = a.context;
   o.threads = a.threads;
   o.precision = *precision;
+  o.kv_format = a.kv_cache;
   o.tune_cache_dir = default_tune_cache_dir();
   auto model = load_model(a.model, *device_from_string(a.device), o);
   if (!model) return report(model.error());
@@ -228,6 +230,7 @@ void register_batch(CLI::App& app, RunFn& run) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8 | int8 | int4 | auto")->capture_default_str();
+  add_kv_cache_option(*cmd, a->kv_cache);
   a->sampling.add_to(*cmd);  // each line's defaults
   cmd->add_option("--context", a->context, "KV-cache tokens shared by the running requests")
       ->check(CLI::Range(16, 1 << 22))

@@ -36,6 +36,7 @@ struct BenchArgs {
   std::string random;
   std::string device = "auto";
   std::string precision = "bf16";
+  KvFormat kv_cache = KvFormat::full;
   std::string prompt_lens = "128,2048";
   std::string depths = "0,4096";
   int gen = 256;
@@ -145,7 +146,7 @@ int run_bench(const BenchArgs& a) {
     auto config = a.random.empty() ? load_model_config(fs::path(a.model) / "config.json") : preset_config(a.random);
     if (!config) return report(config.error());
     std::string note;
-    auto picked = resolve_auto_precision(*config, *device_from_string(a.device), max_len + 16, note);
+    auto picked = resolve_auto_precision(*config, *device_from_string(a.device), max_len + 16, note, a.kv_cache);
     if (!picked) return report(picked.error());
     std::cerr << note << "\n";
     precision = *picked;
@@ -155,6 +156,7 @@ int run_bench(const BenchArgs& a) {
   BackendOptions bo;
   bo.context_tokens = max_len + 16;
   bo.precision = *precision;
+  bo.kv_format = a.kv_cache;
   bo.threads = a.threads;
   const Device device = *device_from_string(a.device);
 
@@ -338,6 +340,7 @@ int run_bench(const BenchArgs& a) {
       {"device", b.device_name()},
       {"backend", b.name()},
       {"precision", to_string(b.precision())},
+      {"kv_cache", to_string(b.kv_format())},
       {"load_s", load_s},
       {"copy_gb_per_s", copy_gbps},
       {"bytes_per_decode_step", step_bytes},
@@ -355,9 +358,10 @@ int run_bench(const BenchArgs& a) {
     std::cout << result.dump(2) << "\n";
     return kExitOk;
   }
-  std::printf("%s on %s (%s, %s), load %.2f s, copy bandwidth %.0f GB/s\n", result["model"].get<std::string>().c_str(),
-              b.device_name().c_str(), std::string(b.name()).c_str(), std::string(to_string(b.precision())).c_str(),
-              load_s, copy_gbps);
+  std::printf("%s on %s (%s, %s, KV cache %s), load %.2f s, copy bandwidth %.0f GB/s\n",
+              result["model"].get<std::string>().c_str(), b.device_name().c_str(), std::string(b.name()).c_str(),
+              std::string(to_string(b.precision())).c_str(), std::string(to_string(b.kv_format())).c_str(), load_s,
+              copy_gbps);
   if (sampling.greedy())
     std::printf("decoding: greedy, repetition penalty %.2f\n", a.repetition_penalty);
   else
@@ -404,6 +408,7 @@ void register_bench(CLI::App& app, RunFn& run) {
       ->check(CLI::IsMember({"cosmos-reason1-7b", "tiny"}));
   cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8 | int8 | int4 | auto")->capture_default_str();
+  add_kv_cache_option(*cmd, a->kv_cache);
   cmd->add_option("--prompt-lens", a->prompt_lens, "prompt lengths for prefill, comma-separated")->capture_default_str();
   cmd->add_option("--depth", a->depths, "context depths for decode, comma-separated")->capture_default_str();
   cmd->add_option("--gen", a->gen, "tokens decoded per measurement")->check(CLI::Range(1, 1 << 16))->capture_default_str();

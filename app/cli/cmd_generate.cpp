@@ -21,6 +21,7 @@ struct GenerateArgs {
   std::string model;
   std::string device = "auto";
   std::string precision = "bf16";
+  KvFormat kv_cache = KvFormat::full;
   std::optional<std::string> prompt;
   std::optional<std::string> messages;
   std::optional<std::string> system;
@@ -62,7 +63,7 @@ Result<std::vector<ChatMessage>> build_messages(const GenerateArgs& a) {
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.has_value() == a.messages.has_value())
     return report(make_error(ErrorCategory::bad_input, "cli.usage", "give exactly one of --prompt TEXT or --messages FILE"));
-  auto precision = precision_option(a.precision, a.model, a.device, a.context, a.quiet);
+  auto precision = precision_option(a.precision, a.model, a.device, a.context, a.quiet, a.kv_cache);
   if (!precision) return report(precision.error());
   GenerateOptions g;
   a.sampling.apply(g);
@@ -73,6 +74,7 @@ int run_generate(const GenerateArgs& a) {
   o.context_tokens = a.context;
   o.threads = a.threads;
   o.precision = *precision;
+  o.kv_format = a.kv_cache;
   if (a.quant_cache) o.quant_cache_dir = a.quant_cache->empty() ? default_quant_cache_dir() : fs::path(*a.quant_cache);
   o.tune_cache_dir = default_tune_cache_dir();  // the GEMM tuner's choices for this GPU (cosmos/tune_cache.h)
   auto model = load_model(a.model, *device_from_string(a.device), o);
@@ -109,7 +111,8 @@ int run_generate(const GenerateArgs& a) {
                                 {"decode_tok_per_s", s.decode_tok_per_s},
                                 {"stop_reason", to_string(s.stop)},
                                 {"device", model->backend->device_name()},
-                                {"precision", to_string(model->backend->precision())}};
+                                {"precision", to_string(model->backend->precision())},
+                                {"kv_cache", to_string(model->backend->kv_format())}};
   const BackendMemory mem = model->backend->memory();
   const nlohmann::json memory = {{"weights", mem.weights},     {"kv_cache", mem.kv_cache}, {"workspace", mem.workspace},
                                  {"host", mem.host},           {"on_gpu", mem.on_gpu}};
@@ -146,6 +149,7 @@ void register_generate(CLI::App& app, RunFn& run) {
   cmd->add_flag("--raw", a->raw, "--prompt is the exact model input (no chat format)");
   a->sampling.add_to(*cmd);
   cmd->add_option("--stop", a->stop, "stop string (repeatable)");
+  add_kv_cache_option(*cmd, a->kv_cache);
   cmd->add_option("--context", a->context, "context length in tokens")->check(CLI::Range(16, 1 << 22))->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all cores)");
   cmd->add_option("--quant-cache", a->quant_cache,

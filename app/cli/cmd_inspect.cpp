@@ -18,6 +18,7 @@ struct InspectArgs {
   std::string model;
   bool json = false;
   int context = 8192;
+  KvFormat kv_cache = KvFormat::full;
 };
 
 std::string human_bytes(std::uint64_t b) {
@@ -54,6 +55,7 @@ int run_inspect(const InspectArgs& a) {
   nlohmann::json estimates = nlohmann::json::object();
   EstimateOptions eo;
   eo.context_tokens = a.context;
+  eo.kv_format = a.kv_cache;
   for (Precision p : kAllPrecisions) {
     const MemoryEstimate e = estimate_memory(c, p, eo);
     estimates[std::string(to_string(p))] = {
@@ -83,6 +85,7 @@ int run_inspect(const InspectArgs& a) {
       {"dtypes", dtypes},
       {"tokenizer", tokenizer},
       {"context", a.context},
+      {"kv_cache_format", to_string(a.kv_cache)},
       {"estimates", estimates},
   };
   if (a.json) {
@@ -104,7 +107,8 @@ int run_inspect(const InspectArgs& a) {
             << (tokenizer.contains("kind") ? tokenizer["kind"].get<std::string>() + ", " +
                                                  std::to_string(tokenizer["vocab_size"].get<std::size_t>()) + " ids"
                                            : tokenizer["error"].get<std::string>())
-            << "\n\nGPU memory estimate at " << a.context << " tokens of context (text model):\n"
+            << "\n\nGPU memory estimate at " << a.context << " tokens of context (text model, "
+            << (a.kv_cache == KvFormat::int8 ? "int8" : "bf16") << " KV cache):\n"
             << "  precision   weights      KV cache     workspace    total\n";
   for (Precision p : kAllPrecisions) {
     const auto& e = estimates[std::string(to_string(p))];
@@ -127,6 +131,7 @@ void register_inspect(CLI::App& app, RunFn& run) {
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->add_option("--context", args->context, "context length for the KV-cache estimate")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  add_kv_cache_option(*cmd, args->kv_cache);
   cmd->callback([&run, args] { run = [args] { return run_inspect(*args); }; });
 }
 

@@ -62,7 +62,7 @@ MemoryEstimate estimate_memory(const ModelConfig& c, Precision precision, const 
     }
   }
   const std::uint64_t ctx = static_cast<std::uint64_t>(o.context_tokens) * o.batch;
-  e.kv_cache = static_cast<std::uint64_t>(c.num_layers) * 2 * c.kv_dim() * ctx * 2;
+  e.kv_cache = ctx * kv_bytes_per_token(c, o.kv_format, o.gpu ? 2 : 4);
   // One prefill chunk: hidden in/out, q/k/v, attention out, gate/up/act (bf16), and fp32 logits of
   // the last position of each sequence.
   const std::uint64_t chunk = o.prefill_chunk;

@@ -51,15 +51,17 @@ Result<LoadedModel> load_model(const std::filesystem::path& model_dir, Device de
 }
 
 Result<Precision> resolve_auto_precision(const std::filesystem::path& model_dir, Device device, int context_tokens,
-                                         std::string& note) {
+                                         std::string& note, KvFormat kv) {
   auto config = load_model_config(model_dir / "config.json");
   if (!config) return config.error();
-  return resolve_auto_precision(*config, device, context_tokens, note);
+  return resolve_auto_precision(*config, device, context_tokens, note, kv);
 }
 
-Result<Precision> resolve_auto_precision(const ModelConfig& config, Device device, int context_tokens, std::string& note) {
+Result<Precision> resolve_auto_precision(const ModelConfig& config, Device device, int context_tokens, std::string& note,
+                                         KvFormat kv) {
   EstimateOptions o;
   o.context_tokens = context_tokens;
+  o.kv_format = kv;
   const std::optional<DeviceMemoryInfo> gpu = device == Device::cpu ? std::nullopt : gpu_memory_info();
   const bool on_gpu = gpu.has_value();
   o.gpu = on_gpu;

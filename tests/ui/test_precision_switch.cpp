@@ -4,7 +4,8 @@
 // settings page does on a change (set the precision, reload with resolvedPrecision() and device
 // "auto"); the model reloads in the new format (keeping its quantized weights on disk, as the
 // setting asks), the conversation stays open and unchanged, and its next reply comes from the new
-// model and records that precision.
+// model and records that precision. One row also switches the KV cache to int8 (the settings'
+// "KV cache" box) in the same reload.
 #include <QDir>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -52,13 +53,16 @@ class TestPrecisionSwitch : public QObject {
  private slots:
   void switchKeepsTheConversation_data() {
     QTest::addColumn<QString>("target");
-    QTest::newRow("int8") << QStringLiteral("int8");
-    QTest::newRow("fp8") << QStringLiteral("fp8");
-    QTest::newRow("int4") << QStringLiteral("int4");
+    QTest::addColumn<QString>("kvCache");
+    QTest::newRow("int8") << QStringLiteral("int8") << QStringLiteral("full");
+    QTest::newRow("fp8") << QStringLiteral("fp8") << QStringLiteral("full");
+    QTest::newRow("int4") << QStringLiteral("int4") << QStringLiteral("full");
+    QTest::newRow("int4, int8 KV cache") << QStringLiteral("int4") << QStringLiteral("int8");
   }
 
   void switchKeepsTheConversation() {
     QFETCH(QString, target);
+    QFETCH(QString, kvCache);
     const std::filesystem::path tokenizer = COSMOS_TEST_TOKENIZER;
     if (!std::filesystem::exists(tokenizer)) QSKIP("no test tokenizer (run packaging/setup.sh)");
     QTemporaryDir tmp;
@@ -91,7 +95,9 @@ class TestPrecisionSwitch : public QObject {
     host.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), 512);
     QVERIFY2(waitLoaded(host), qPrintable(host.errorText()));
     QCOMPARE(host.precision(), QStringLiteral("bf16"));
+    QCOMPARE(host.kvCache(), QStringLiteral("full"));
     const qint64 bf16Bytes = host.weightBytes();
+    const qint64 fullCacheBytes = host.kvCacheBytes();
     QSignalSpy finished(&host, &EngineHost::generationFinished);
     QVERIFY(vm.send(QStringLiteral("Describe the scene.")));
     QVERIFY(finished.wait(120000));
@@ -109,13 +115,22 @@ class TestPrecisionSwitch : public QObject {
     QVERIFY(optionNamed(settings.precisionOptions(), target).value(QStringLiteral("enabled")).toBool());
     settings.setPrecision(target);
     QCOMPARE(settings.resolvedPrecision(), target);
+    settings.setKvCache(kvCache);
+    QCOMPARE(settings.resolvedKvCache(), kvCache);
     // With "keep quantized weights" on, the load leaves a cache file (in COSMOS_CACHE_DIR here).
     settings.setKeepQuantizedWeights(true);
     qputenv("COSMOS_CACHE_DIR", tmp.filePath(QStringLiteral("cache")).toUtf8());
-    host.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), 512, settings.keepQuantizedWeights());
+    host.loadModel(modelDir, QStringLiteral("auto"), settings.resolvedPrecision(), 512, settings.keepQuantizedWeights(),
+                   settings.resolvedKvCache());
     QVERIFY2(waitLoaded(host), qPrintable(host.errorText()));
     QCOMPARE(host.precision(), target);
+    QCOMPARE(host.kvCache(), kvCache);
     QVERIFY(host.weightBytes() < bf16Bytes);
+    // The int8 cache: 1 + 4 / 16 bytes per value on tiny against the CPU's fp32.
+    if (kvCache == QLatin1String("int8"))
+      QCOMPARE(host.kvCacheBytes() * 64, fullCacheBytes * 20);
+    else
+      QCOMPARE(host.kvCacheBytes(), fullCacheBytes);
     const QStringList cached = QDir(tmp.filePath(QStringLiteral("cache/quantized")))
                                    .entryList({QStringLiteral("*-") + target + QStringLiteral(".safetensors")});
     QCOMPARE(cached.size(), 1);

@@ -67,6 +67,8 @@ class TestSettingsViewModel : public QObject {
     QCOMPARE(s.fontSize(), SettingsViewModel::kDefaultFontSize);
     QVERIFY(!s.modelIsDemo());
     QVERIFY(!s.keepQuantizedWeights());  // off unless asked: the files are large
+    QCOMPARE(s.kvCache(), QStringLiteral("full"));
+    QCOMPARE(s.resolvedKvCache(), QStringLiteral("full"));
   }
 
   void persists_data() {
@@ -86,6 +88,7 @@ class TestSettingsViewModel : public QObject {
     QTest::newRow("theme") << QByteArray("theme") << QVariant(QStringLiteral("dark"));
     QTest::newRow("fontSize") << QByteArray("fontSize") << QVariant(14);
     QTest::newRow("keepQuantizedWeights") << QByteArray("keepQuantizedWeights") << QVariant(true);
+    QTest::newRow("kvCache") << QByteArray("kvCache") << QVariant(QStringLiteral("int8"));
   }
   void persists() {
     QFETCH(QByteArray, property);
@@ -313,6 +316,50 @@ class TestSettingsViewModel : public QObject {
       QVERIFY2(reason.isEmpty(), qPrintable(reason));
     else
       QVERIFY2(reason.contains(reasonContains), qPrintable(reason));
+  }
+
+  // The KV cache's options at the context length (tiny: 2 layers x K, V x 2 KV heads x 16 values per
+  // token): fp32 on the CPU, bf16 on the GPU, int8 with a 4-byte scale per 16 values on the CPU
+  // only for now; the precision estimates count the chosen one, and a load takes resolvedKvCache().
+  void kvCacheOptionsPerDevice_data() {
+    QTest::addColumn<bool>("gpu");
+    QTest::addColumn<double>("fullBytes");
+    QTest::addColumn<bool>("int8Enabled");
+    QTest::addColumn<QString>("resolved");  // with kvCache "int8"
+    QTest::newRow("cpu") << false << 1024.0 * 2 * 2 * 2 * 16 * 4 << true << "int8";
+    QTest::newRow("gpu") << true << 1024.0 * 2 * 2 * 2 * 16 * 2 << false << "full";
+  }
+  void kvCacheOptionsPerDevice() {
+    REQUIRE_TINY();
+    QFETCH(bool, gpu);
+    QFETCH(double, fullBytes);
+    QFETCH(bool, int8Enabled);
+    QFETCH(QString, resolved);
+    SettingsViewModel s(ini_);
+    s.setMemoryBudget(1e12);
+    s.setModelDir(tinyModel_);
+    s.setContextLength(1024);
+    s.setGpuInUse(gpu);
+    const QVariantMap full = optionNamed(s.kvCacheOptions(), QStringLiteral("full"));
+    const QVariantMap int8 = optionNamed(s.kvCacheOptions(), QStringLiteral("int8"));
+    QCOMPARE(full.value(QStringLiteral("bytes")).toDouble(), fullBytes);
+    QVERIFY(full.value(QStringLiteral("enabled")).toBool());
+    QCOMPARE(int8.value(QStringLiteral("bytes")).toDouble(), 1024.0 * 2 * 2 * 2 * (16 + 4));
+    QCOMPARE(int8.value(QStringLiteral("enabled")).toBool(), int8Enabled);
+    if (!int8Enabled) QVERIFY(int8.value(QStringLiteral("reason")).toString().contains(QStringLiteral("CPU")));
+    const double int4Full =
+        optionNamed(s.precisionOptions(), QStringLiteral("int4")).value(QStringLiteral("kvCacheBytes")).toDouble();
+    QCOMPARE(int4Full, fullBytes);
+    QSignalSpy changed(&s, &SettingsViewModel::kvCacheChanged);
+    s.setKvCache(QStringLiteral("int8"));
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(s.resolvedKvCache(), resolved);
+    const double int4Now =
+        optionNamed(s.precisionOptions(), QStringLiteral("int4")).value(QStringLiteral("kvCacheBytes")).toDouble();
+    QCOMPARE(int4Now, resolved == QLatin1String("int8") ? 1024.0 * 2 * 2 * 2 * (16 + 4) : fullBytes);
+    s.setKvCache(QStringLiteral("fp8"));  // not a format: ignored
+    QCOMPARE(s.kvCache(), QStringLiteral("int8"));
+    QCOMPARE(changed.count(), 1);
   }
 
   // "auto" takes the most accurate option that fits: int8 before fp8 and int4 when bf16 does not

@@ -5,7 +5,8 @@ cosmos_add_gtest(test_chat_format LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}
 cosmos_add_gtest(test_test_model LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_test_model.cpp)
 cosmos_add_gtest(test_cli LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.cpp)
 add_dependencies(test_cli cosmos-cli)
-cosmos_add_gtest(test_kv_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kv_cache.cpp)
+cosmos_add_gtest(test_kv_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kv_cache.cpp
+                 ${CMAKE_CURRENT_SOURCE_DIR}/test_kv_format.cpp)
 cosmos_add_gtest(test_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.cpp ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_dot.cpp
                  ${CMAKE_CURRENT_SOURCE_DIR}/test_e4m3.cpp)
 cosmos_add_gtest(test_cpu_backend LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_backend.cpp)
@@ -15,7 +16,8 @@ cosmos_add_gtest(test_batch_scheduler LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_
 cosmos_add_gtest(test_cuda_module LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_module.cpp
                  LIBS ${CMAKE_DL_LIBS})
 target_include_directories(test_cuda_module PRIVATE ${PROJECT_SOURCE_DIR}/engine/src)
-cosmos_add_gtest(test_cpu_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_quant.cpp)
+cosmos_add_gtest(test_cpu_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_quant.cpp
+                 ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_kv_int8.cpp)
 cosmos_add_gtest(test_quant_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_cache.cpp)
 cosmos_add_gtest(test_tune_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tune_cache.cpp)
 # The CPU backend's matrix product (engine/src/cpu/cpu_ops.cpp) against a float64 reference.

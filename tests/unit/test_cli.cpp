@@ -108,9 +108,22 @@ TEST_F(Cli, InspectReportsShapeAndEstimates) {
     EXPECT_EQ(j["estimates"][p]["kv_cache"], 2 * 2 * 2 * 16 * 2 * 1024);
   }
   EXPECT_GT(j["estimates"]["bf16"]["weights"].get<double>(), j["estimates"]["int4"]["weights"].get<double>());
+  EXPECT_EQ(j["kv_cache_format"], "full");
   CliRun human = cli("inspect --model '" + m.string() + "'");
   ASSERT_EQ(human.code, 0) << human.err;
   EXPECT_NE(human.out.find("int4"), std::string::npos);
+  EXPECT_NE(human.out.find("bf16 KV cache"), std::string::npos) << human.out;
+  // The int8 cache: one byte per value and an fp32 scale per 16 values, weights unchanged.
+  CliRun q = cli("inspect --json --context 1024 --kv-cache int8 --model '" + m.string() + "'");
+  ASSERT_EQ(q.code, 0) << q.err;
+  const auto jq = nlohmann::json::parse(q.out);
+  EXPECT_EQ(jq["kv_cache_format"], "int8");
+  for (const char* p : {"bf16", "int4"}) {
+    EXPECT_EQ(jq["estimates"][p]["kv_cache"], 2 * 2 * 2 * (16 + 4) * 1024) << p;
+    EXPECT_EQ(jq["estimates"][p]["weights"], j["estimates"][p]["weights"]) << p;
+  }
+  human = cli("inspect --kv-cache int8 --model '" + m.string() + "'");
+  EXPECT_NE(human.out.find("int8 KV cache"), std::string::npos) << human.out;
 }
 
 TEST_F(Cli, GenerateGreedyJsonMatchesHuggingFaceAndStreamsText) {
@@ -202,6 +215,25 @@ TEST_F(Cli, GeneratePrecisionAutoAndQuantized) {
     EXPECT_EQ(j["stats"]["precision"], p);
     EXPECT_EQ(j["token_ids"].size(), 4u);
   }
+}
+
+// --kv-cache int8 on the CPU: generate and bench say which cache ran, and its bytes are the int8
+// cache's (tiny: 2 layers x K, V x 2 KV heads x (16 values + a 4-byte scale) per token).
+TEST_F(Cli, GenerateAndBenchWithTheInt8KvCache) {
+  const fs::path m = tiny_model();
+  CliRun r = cli("generate --model '" + m.string() + "' --device cpu --kv-cache int8 --context 512 --raw --temperature 0 "
+                 "--max-tokens 4 --prompt hi --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["stats"]["kv_cache"], "int8");
+  EXPECT_EQ(j["memory"]["kv_cache"], 512 * 2 * 2 * 2 * (16 + 4));
+  EXPECT_EQ(j["token_ids"].size(), 4u);
+  r = cli("bench --model '" + m.string() + "' --device cpu --kv-cache int8 --prompt-lens 8 --depth 0,40 --gen 4 --reps 1 "
+          "--json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_cache"], "int8");
+  EXPECT_DOUBLE_EQ(j["decode"][1]["kv_bytes_per_step"].get<double>(), 2.0 * 2 * 2 * (16 + 4) * (40 + 2.5));
 }
 
 TEST_F(Cli, LogitsWritesNpyOfEveryPosition) {
@@ -352,6 +384,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"generate_no_prompt", "generate --model $DIR/tiny", "", "--prompt"},
         ErrorRow{"generate_bad_top_p", "generate --model $DIR/tiny --prompt hi --top-p 2", "", "top_p"},
         ErrorRow{"generate_fp16_cpu", "generate --model $DIR/tiny --prompt hi --device cpu --precision fp16", "", "fp16"},
+        ErrorRow{"generate_bad_kv_cache", "generate --model $DIR/tiny --prompt hi --kv-cache fp8", "", "fp8"},
         ErrorRow{"bench_no_model", "bench --depth 0", "", "--model DIR or --random"},
         ErrorRow{"bench_bad_depth", "bench --random tiny --depth 1,x", "", "\"x\""},
         ErrorRow{"bench_bad_batch", "bench --random tiny --batch 8,y", "", "\"y\""},

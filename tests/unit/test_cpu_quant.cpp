@@ -11,28 +11,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "cosmos/cpu_backend.h"
-#include "cosmos/model_loader.h"
-#include "cosmos/session.h"
 #include "logit_compare.h"
 #include "score_logits.h"
 #include "tiny_model.h"
+#include "tiny_sequence.h"
 
 namespace cosmos {
 namespace {
 
 constexpr int kSteps = 512;
-
-std::vector<TokenId> prompt_ids() {
-  std::ifstream f(std::string(COSMOS_TEST_DATA_DIR) + "/tiny_golden.json");
-  return nlohmann::json::parse(f)["cases"][0]["ids"].get<std::vector<TokenId>>();
-}
 
 std::unique_ptr<Backend> backend(Precision p, BackendOptions o = {}) {
   o.precision = p;
@@ -44,21 +36,8 @@ std::unique_ptr<Backend> backend(Precision p, BackendOptions o = {}) {
 
 using testing::score_logits;
 
-// The prompt plus kSteps greedy tokens of the bf16 model (the last one is not scored).
-std::vector<TokenId> bf16_sequence() {
-  auto model = load_model(testing::tiny_model_dir(), Device::cpu, BackendOptions{});
-  EXPECT_TRUE(model.ok());
-  Session session(*model->backend, *model->tokenizer);
-  GenerateOptions o;
-  o.sampling.temperature = 0.0f;
-  o.max_new_tokens = kSteps;
-  o.stop_tokens = {-1};  // no early stop
-  std::vector<TokenId> ids = prompt_ids();
-  auto r = session.generate(ids, o);
-  EXPECT_TRUE(r.ok());
-  if (r.ok()) ids.insert(ids.end(), r->token_ids.begin(), r->token_ids.end() - 1);
-  return ids;
-}
+using testing::tiny_prompt_ids;
+std::vector<TokenId> bf16_sequence() { return testing::tiny_greedy_sequence(testing::tiny_model_dir(), kSteps); }
 
 struct Bounds {
   Precision precision;
@@ -72,7 +51,7 @@ class CpuQuantized : public ::testing::TestWithParam<Bounds> {};
 TEST_P(CpuQuantized, TeacherForcedAgainstBf16) {
   const Bounds bound = GetParam();
   static const std::vector<TokenId> seq = bf16_sequence();
-  const int prompt = static_cast<int>(prompt_ids().size());
+  const int prompt = static_cast<int>(tiny_prompt_ids().size());
   ASSERT_EQ(static_cast<int>(seq.size()), prompt + kSteps - 1);
   auto ref = backend(Precision::bf16);
   auto q = backend(bound.precision);
@@ -107,33 +86,38 @@ INSTANTIATE_TEST_SUITE_P(Formats, CpuQuantized,
 
 // One-token steps take another path (products straight from the quantized bytes, quant_row_dot)
 // than passes of several tokens (rows dequantized to fp32 first): both must give the same logits up
-// to fp32 summation order (the KV cache is fp32 on the CPU).
+// to fp32 summation order, with either KV cache (both paths read the rows the pass wrote).
 TEST_P(CpuQuantized, OneTokenStepsMatchThePrefillPositions) {
-  const Precision p = GetParam().precision;
-  auto b = backend(p);
-  ASSERT_TRUE(b);
-  std::vector<TokenId> ids = prompt_ids();
-  for (int i = 0; i < 24; ++i) ids.push_back(static_cast<TokenId>((i * 7919 + 11) % 150000));
-  const ForwardOutput all = score_logits(*b, ids);
-  const int prompt = 8;
-  SequenceInput in;
-  in.seq = b->kv_cache().create_sequence();
-  in.tokens.assign(ids.begin(), ids.begin() + prompt);
-  double worst = 0.0;
-  for (int pos = prompt - 1; pos < static_cast<int>(ids.size()); ++pos) {
-    ForwardOutput out;
-    ASSERT_TRUE(b->forward(std::span<const SequenceInput>(&in, 1), out).ok());
-    const auto ra = all.row(pos), rb = out.row(0);
-    double m = 0.0, d = 0.0;
-    for (std::size_t v = 0; v < ra.size(); ++v) {
-      m = std::max(m, std::fabs(static_cast<double>(ra[v])));
-      d = std::max(d, std::fabs(static_cast<double>(ra[v]) - rb[v]));
+  for (const KvFormat kv : {KvFormat::full, KvFormat::int8}) {
+    SCOPED_TRACE(to_string(kv));
+    const Precision p = GetParam().precision;
+    BackendOptions o;
+    o.kv_format = kv;
+    auto b = backend(p, o);
+    ASSERT_TRUE(b);
+    std::vector<TokenId> ids = tiny_prompt_ids();
+    for (int i = 0; i < 24; ++i) ids.push_back(static_cast<TokenId>((i * 7919 + 11) % 150000));
+    const ForwardOutput all = score_logits(*b, ids);
+    const int prompt = 8;
+    SequenceInput in;
+    in.seq = b->kv_cache().create_sequence();
+    in.tokens.assign(ids.begin(), ids.begin() + prompt);
+    double worst = 0.0;
+    for (int pos = prompt - 1; pos < static_cast<int>(ids.size()); ++pos) {
+      ForwardOutput out;
+      ASSERT_TRUE(b->forward(std::span<const SequenceInput>(&in, 1), out).ok());
+      const auto ra = all.row(pos), rb = out.row(0);
+      double m = 0.0, d = 0.0;
+      for (std::size_t v = 0; v < ra.size(); ++v) {
+        m = std::max(m, std::fabs(static_cast<double>(ra[v])));
+        d = std::max(d, std::fabs(static_cast<double>(ra[v]) - rb[v]));
+      }
+      worst = std::max(worst, d / m);
+      if (pos + 1 < static_cast<int>(ids.size())) in.tokens = {ids[static_cast<std::size_t>(pos) + 1]};
     }
-    worst = std::max(worst, d / m);
-    if (pos + 1 < static_cast<int>(ids.size())) in.tokens = {ids[static_cast<std::size_t>(pos) + 1]};
+    b->kv_cache().free_sequence(in.seq);
+    EXPECT_LT(worst, 1e-4) << "one-token steps differ from the prefill's positions by " << worst;
   }
-  b->kv_cache().free_sequence(in.seq);
-  EXPECT_LT(worst, 1e-4) << "one-token steps differ from the prefill's positions by " << worst;
 }
 
 // A load reports progress from 0 to 1 with a report per matrix between (the quantized precisions

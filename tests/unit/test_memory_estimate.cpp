@@ -76,11 +76,29 @@ TEST(MemoryEstimate, QuantizedFormatsOnTheGpuKeepTheEmbeddingInHostMemory) {
     EXPECT_EQ(h.host, 0u);
     EXPECT_EQ(h.embedding, embedding);
     EXPECT_EQ(g.workspace, h.workspace + gpu_only);
-    EXPECT_EQ(g.total() + embedding, h.total() + gpu_only);
+    EXPECT_EQ(h.kv_cache, 2 * g.kv_cache);  // the CPU's cache is fp32
+    EXPECT_EQ(g.total() - g.kv_cache + embedding, h.total() - h.kv_cache + gpu_only);
   }
   const auto b = estimate_memory(c, Precision::bf16, gpu);
   EXPECT_EQ(b.host, 0u);
   EXPECT_EQ(b.embedding, embedding);
+}
+
+// The KV cache of the 7B at 8,192 tokens: 28 layers x K, V x 4 heads x 128 values per token, bf16
+// on the GPU (0.44 GiB), fp32 on the CPU, and int8 with an fp32 scale per 128 values on either
+// (1 + 4 / 128 bytes per value); nothing else changes with the cache's format.
+TEST(MemoryEstimate, KvCacheByFormatAndDevice) {
+  const ModelConfig c = cosmos_reason1_7b_config();
+  const std::uint64_t values = 8192ull * 28 * 2 * 4 * 128;
+  for (bool gpu : {true, false}) {
+    EstimateOptions full, int8;
+    full.gpu = int8.gpu = gpu;
+    int8.kv_format = KvFormat::int8;
+    const auto f = estimate_memory(c, Precision::int4, full), q = estimate_memory(c, Precision::int4, int8);
+    EXPECT_EQ(f.kv_cache, values * (gpu ? 2 : 4));
+    EXPECT_EQ(q.kv_cache, values + 8192ull * 28 * 2 * 4 * 4);
+    EXPECT_EQ(f.total() - f.kv_cache, q.total() - q.kv_cache);
+  }
 }
 
 // "auto": the most accurate candidate whose estimate fits the budget.

@@ -13,6 +13,7 @@
 
 #include "cosmos/error.h"
 #include "cosmos/kv_cache.h"
+#include "cosmos/kv_format.h"
 #include "cosmos/model_config.h"
 #include "cosmos/precision.h"
 #include "cosmos/sampler.h"
@@ -78,6 +79,7 @@ class Backend {
   virtual Precision precision() const = 0;
   virtual const ModelConfig& config() const = 0;
   virtual KvCache& kv_cache() = 0;
+  virtual KvFormat kv_format() const { return KvFormat::full; }
   virtual BackendMemory memory() const = 0;
   // True when forward() can sample on the device (SequenceInput::sampling).
   virtual bool samples_on_device() const { return false; }
@@ -91,6 +93,9 @@ struct BackendOptions {
   int context_tokens = 8192;  // KV-cache capacity in tokens (all sequences together)
   int threads = 0;            // CPU threads; 0: all cores
   Precision precision = Precision::bf16;
+  // How the KV cache stores K and V (cosmos/kv_format.h): int8 takes about half the bytes of bf16
+  // (a quarter of the CPU's fp32), which long contexts read at every decode step.
+  KvFormat kv_format = KvFormat::full;
   // int8 / fp8 / int4: where quantized weights are cached between loads (cosmos/quant_cache.h);
   // empty: no cache (quantize at every load).
   std::filesystem::path quant_cache_dir;

@@ -7,7 +7,8 @@
 // - on the GPU (EstimateOptions::gpu) a quantized format keeps the embedding in pinned host memory
 //   (`host`, not part of total()): it is read one row per token, and it would be 22% of int4's GPU
 //   memory; bf16 / fp16 keep it on the GPU;
-// - norms and biases stay bf16; the KV cache is bf16;
+// - norms and biases stay bf16; the KV cache is bf16 on the GPU and fp32 on the CPU, or int8 with an
+//   fp32 scale per (token, KV head) row (EstimateOptions::kv_format, cosmos/kv_format.h);
 // - workspace: activations of one prefill chunk plus fp32 logits and a 32 MiB GEMM workspace; for
 //   a quantized format also the gate/up matrix in bf16 (the GPU dequantizes into it for prefill GEMMs).
 #pragma once
@@ -16,6 +17,7 @@
 #include <optional>
 #include <span>
 
+#include "cosmos/kv_format.h"
 #include "cosmos/model_config.h"
 #include "cosmos/precision.h"
 
@@ -26,7 +28,7 @@ struct MemoryEstimate {
   std::uint64_t lm_head = 0;
   std::uint64_t embedding = 0;
   std::uint64_t small = 0;           // norms and biases
-  std::uint64_t kv_cache = 0;        // [layers, 2, kv_heads, context, head_dim] bf16
+  std::uint64_t kv_cache = 0;        // [layers, 2, kv_heads, context, head_dim] (+ scales for int8)
   std::uint64_t workspace = 0;
   std::uint64_t host = 0;            // pinned host memory the GPU reads (the embedding of quantized formats)
   std::uint64_t weights() const { return linear_weights + lm_head + embedding + small; }
@@ -38,6 +40,7 @@ struct EstimateOptions {
   int batch = 1;
   int prefill_chunk = 2048;
   bool gpu = true;  // the CUDA backend's memory (false: the CPU backend's, all of it host memory)
+  KvFormat kv_format = KvFormat::full;
 };
 
 MemoryEstimate estimate_memory(const ModelConfig& config, Precision precision, const EstimateOptions& options = {});

@@ -28,11 +28,13 @@ Result<LoadedModel> load_model(const std::filesystem::path& model_dir, Device de
 // Precision "auto": the most accurate precision the device that will run the model runs, whose
 // memory estimate (cosmos/memory_estimate.h) for `context_tokens` fits its free memory: on a usable
 // GPU (device auto or cuda) bf16 or fp16 in the GPU's free memory; on the CPU bf16, int8, fp8 or
-// int4 in the available host memory. `note` gets one sentence saying what was picked and why.
+// int4 in the available host memory, with a KV cache of `kv` for the context. `note` gets one
+// sentence saying what was picked and why.
 // Errors: the model's config.json; "backend.memory" (out_of_memory) when nothing fits, with the
 // smallest need and the free bytes.
 Result<Precision> resolve_auto_precision(const std::filesystem::path& model_dir, Device device, int context_tokens,
-                                         std::string& note);
-Result<Precision> resolve_auto_precision(const ModelConfig& config, Device device, int context_tokens, std::string& note);
+                                         std::string& note, KvFormat kv = KvFormat::full);
+Result<Precision> resolve_auto_precision(const ModelConfig& config, Device device, int context_tokens, std::string& note,
+                                         KvFormat kv = KvFormat::full);
 
 }  // namespace cosmos

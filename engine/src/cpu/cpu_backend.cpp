@@ -50,10 +50,13 @@ class CpuBackend final : public Backend {
   Precision precision() const override { return options_.precision; }
   const ModelConfig& config() const override { return config_; }
   KvCache& kv_cache() override { return cache_; }
+  KvFormat kv_format() const override { return options_.kv_format; }
   BackendMemory memory() const override {
     BackendMemory m;
     m.weights = ckpt_.total_bytes() - replaced_bytes_ + quantized_bytes_;
-    m.kv_cache = (k_cache_.empty() ? 0 : k_cache_[0].size()) * sizeof(float) * 2 * config_.num_layers;
+    m.kv_cache = kv_allocated_ ? static_cast<std::uint64_t>(cache_.shape().tokens()) *
+                                     kv_bytes_per_token(config_, options_.kv_format, sizeof(float))
+                               : 0;
     m.workspace = workspace_bytes_;
     return m;
   }
@@ -78,14 +81,16 @@ class CpuBackend final : public Backend {
   }
   // cos/sin of one M-RoPE position: [head_dim] each.
   void rope_tables(const Position3& p, float* cos, float* sin) const;
-  float* k_at(int layer, int block, int slot) {
-    const auto& s = cache_.shape();
-    return k_cache_[layer].data() + (static_cast<std::size_t>(block) * s.block_size + slot) * config_.kv_dim();
+  // The cache row of token slot `slot` of block `block` (rows: [n_blocks * block_size]).
+  std::size_t cache_row(int block, int slot) const {
+    return static_cast<std::size_t>(block) * cache_.shape().block_size + slot;
   }
-  float* v_at(int layer, int block, int slot) {
-    const auto& s = cache_.shape();
-    return v_cache_[layer].data() + (static_cast<std::size_t>(block) * s.block_size + slot) * config_.kv_dim();
-  }
+  // Writes token row `row`'s K and V ([kv_heads, head_dim] each) into layer `layer`'s cache.
+  void write_kv(int layer, std::size_t row, const float* k, const float* v);
+  // Attention of one query head over the first `len` tokens of `table`, from layer `layer`'s cache:
+  // oh[0..D) = softmax(q . K / sqrt(D)) V for KV head `kvh`; scores: scratch.
+  void attend(int layer, std::span<const int> table, int len, int kvh, const float* qh, float* oh,
+              std::vector<float>& scores) const;
 
   ModelConfig config_;
   Checkpoint ckpt_;
@@ -96,7 +101,11 @@ class CpuBackend final : public Backend {
   std::vector<float> final_norm_;          // [hidden]
   std::vector<LayerWeights> layers_;
   std::vector<float> inv_freq_;            // [head_dim / 2]
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [n_blocks, block_size, kv_heads, head_dim] fp32
+  // The KV cache, per layer, by options_.kv_format (cosmos/kv_format.h):
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // full: [n_blocks, block_size, kv_heads, head_dim] fp32
+  std::vector<std::vector<std::int8_t>> k8_, v8_;      // int8: [n_blocks, block_size, kv_heads, head_dim] int8
+  std::vector<std::vector<float>> k_scale_, v_scale_;  // int8: [n_blocks, block_size, kv_heads] fp32
+  bool kv_allocated_ = false;
   std::uint64_t workspace_bytes_ = 0;
   std::vector<std::unique_ptr<QuantizedMatrix>> quantized_;  // owned by the views that point to them
   std::uint64_t quantized_bytes_ = 0;  // their bytes
@@ -259,16 +268,69 @@ Status CpuBackend::bind_weights() {
     inv_freq_.push_back(1.0f / std::pow(static_cast<float>(config_.rope_theta),
                                         static_cast<float>(2 * j) / static_cast<float>(config_.head_dim)));
   const auto& s = cache_.shape();
-  const std::size_t per_layer = static_cast<std::size_t>(s.n_blocks) * s.block_size * config_.kv_dim();
+  const std::size_t rows = static_cast<std::size_t>(s.tokens());
+  const std::size_t per_layer = rows * config_.kv_dim();
   try {
-    k_cache_.assign(config_.num_layers, std::vector<float>(per_layer));
-    v_cache_.assign(config_.num_layers, std::vector<float>(per_layer));
+    if (options_.kv_format == KvFormat::int8) {
+      k8_.assign(config_.num_layers, std::vector<std::int8_t>(per_layer));
+      v8_.assign(config_.num_layers, std::vector<std::int8_t>(per_layer));
+      k_scale_.assign(config_.num_layers, std::vector<float>(rows * config_.num_kv_heads));
+      v_scale_.assign(config_.num_layers, std::vector<float>(rows * config_.num_kv_heads));
+    } else {
+      k_cache_.assign(config_.num_layers, std::vector<float>(per_layer));
+      v_cache_.assign(config_.num_layers, std::vector<float>(per_layer));
+    }
   } catch (const std::bad_alloc&) {
+    const std::uint64_t need = rows * kv_bytes_per_token(config_, options_.kv_format, sizeof(float));
     return make_error(ErrorCategory::out_of_memory, "backend.memory",
-                      "not enough memory for a KV cache of " + std::to_string(s.tokens()) + " tokens (" +
-                          std::to_string(per_layer * 8 * config_.num_layers >> 20) + " MiB)");
+                      "not enough memory for a " + std::string(to_string(options_.kv_format)) + " KV cache of " +
+                          std::to_string(s.tokens()) + " tokens (" + std::to_string(need >> 20) + " MiB)");
   }
+  kv_allocated_ = true;
   return ok_status();
+}
+
+void CpuBackend::write_kv(int layer, std::size_t row, const float* k, const float* v) {
+  const std::size_t kv = config_.kv_dim();
+  if (options_.kv_format == KvFormat::full) {
+    std::copy_n(k, kv, k_cache_[layer].data() + row * kv);
+    std::copy_n(v, kv, v_cache_[layer].data() + row * kv);
+    return;
+  }
+  const int D = config_.head_dim, heads = config_.num_kv_heads;
+  for (int h = 0; h < heads; ++h) {
+    const std::size_t at = row * kv + static_cast<std::size_t>(h) * D, sat = row * heads + h;
+    k_scale_[layer][sat] = quantize_kv_row(k + static_cast<std::size_t>(h) * D, D, k8_[layer].data() + at);
+    v_scale_[layer][sat] = quantize_kv_row(v + static_cast<std::size_t>(h) * D, D, v8_[layer].data() + at);
+  }
+}
+
+void CpuBackend::attend(int layer, std::span<const int> table, int len, int kvh, const float* qh, float* oh,
+                        std::vector<float>& scores) const {
+  const int D = config_.head_dim, heads = config_.num_kv_heads, bs = cache_.shape().block_size;
+  const std::size_t kv = config_.kv_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const bool int8 = options_.kv_format == KvFormat::int8;
+  scores.resize(len);
+  float mx = -INFINITY;
+  for (int j = 0; j < len; ++j) {
+    const std::size_t row = cache_row(table[j / bs], j % bs), at = row * kv + static_cast<std::size_t>(kvh) * D;
+    // int8: the row's scale factors out of the dot product.
+    scores[j] = int8 ? cpu::dot_i8(qh, k8_[layer].data() + at, D) * k_scale_[layer][row * heads + kvh] * scale
+                     : cpu::dot(qh, k_cache_[layer].data() + at, D) * scale;
+    mx = std::max(mx, scores[j]);
+  }
+  float sum = 0.0f;
+  for (int j = 0; j < len; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
+  std::fill_n(oh, D, 0.0f);
+  for (int j = 0; j < len; ++j) {
+    const float p = scores[j] / sum;
+    const std::size_t row = cache_row(table[j / bs], j % bs), at = row * kv + static_cast<std::size_t>(kvh) * D;
+    if (int8)
+      cpu::axpy_i8(p * v_scale_[layer][row * heads + kvh], v8_[layer].data() + at, oh, D);
+    else
+      cpu::axpy(p, v_cache_[layer].data() + at, oh, D);
+  }
 }
 
 void CpuBackend::rope_tables(const Position3& p, float* cos, float* sin) const {
@@ -321,7 +383,6 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
     rope_tables(tok.position, cos.data() + static_cast<std::size_t>(t) * D, sin.data() + static_cast<std::size_t>(t) * D);
   }
 
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const float eps = static_cast<float>(c.rms_norm_eps);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = layers_[l];
@@ -335,8 +396,8 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
       cpu::apply_rope(q.data() + static_cast<std::size_t>(t) * Q, c.num_heads, D, ct, st);
       cpu::apply_rope(k.data() + static_cast<std::size_t>(t) * KV, c.num_kv_heads, D, ct, st);
       const int slot = tokens[t].slot;
-      std::copy_n(k.data() + static_cast<std::size_t>(t) * KV, KV, k_at(l, slot / bs, slot % bs));
-      std::copy_n(v.data() + static_cast<std::size_t>(t) * KV, KV, v_at(l, slot / bs, slot % bs));
+      write_kv(l, cache_row(slot / bs, slot % bs), k.data() + static_cast<std::size_t>(t) * KV,
+               v.data() + static_cast<std::size_t>(t) * KV);
     }
     // Causal grouped-query attention over the cache: token t sees cache indices 0..cache_index.
 #pragma omp parallel num_threads(threads_)
@@ -345,26 +406,10 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
 #pragma omp for collapse(2) schedule(dynamic)
       for (int t = 0; t < N; ++t) {
         for (int head = 0; head < c.num_heads; ++head) {
-          const auto table = cache_.block_table(batch[tokens[t].seq_index].seq);
-          const int len = tokens[t].cache_index + 1;
-          const int kvh = head / group;
           const float* qh = q.data() + static_cast<std::size_t>(t) * Q + static_cast<std::size_t>(head) * D;
-          scores.resize(len);
-          float mx = -INFINITY;
-          for (int j = 0; j < len; ++j) {
-            const float* kj = k_at(l, table[j / bs], j % bs) + static_cast<std::size_t>(kvh) * D;
-            scores[j] = cpu::dot(qh, kj, D) * scale;
-            mx = std::max(mx, scores[j]);
-          }
-          float sum = 0.0f;
-          for (int j = 0; j < len; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
           float* oh = att.data() + static_cast<std::size_t>(t) * Q + static_cast<std::size_t>(head) * D;
-          std::fill_n(oh, D, 0.0f);
-          for (int j = 0; j < len; ++j) {
-            const float p = scores[j] / sum;
-            const float* vj = v_at(l, table[j / bs], j % bs) + static_cast<std::size_t>(kvh) * D;
-            cpu::axpy(p, vj, oh, D);
-          }
+          attend(l, cache_.block_table(batch[tokens[t].seq_index].seq), tokens[t].cache_index + 1, head / group, qh, oh,
+                 scores);
         }
       }
     }
@@ -425,8 +470,9 @@ Result<std::unique_ptr<Backend>> create_cpu_backend(const std::filesystem::path&
     return st.error();
   }
   if (options.progress && !options.progress(1.0)) return load_cancelled_error();
-  spdlog::info("cpu backend: {} from {}, {} weights ({} MiB), {} tokens of KV cache", backend->device_name(),
-               model_dir.string(), to_string(options.precision), backend->memory().weights >> 20, shape.tokens());
+  spdlog::info("cpu backend: {} from {}, {} weights ({} MiB), {} tokens of {} KV cache ({} MiB)", backend->device_name(),
+               model_dir.string(), to_string(options.precision), backend->memory().weights >> 20, shape.tokens(),
+               options.kv_format == KvFormat::int8 ? "int8" : "fp32", backend->memory().kv_cache >> 20);
   if (quant_format_for(options.precision))
     spdlog::info("cpu backend: one-token {} products on {}", to_string(options.precision), name(quant_dot_isa()));
   return std::unique_ptr<Backend>(std::move(backend));

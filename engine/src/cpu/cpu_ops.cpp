@@ -218,6 +218,18 @@ COSMOS_SIMD_CLONES void axpy(float a, const float* x, float* y, std::int64_t n) 
   for (std::int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+COSMOS_SIMD_CLONES float dot_i8(const float* a, const std::int8_t* b, std::int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (std::int64_t i = 0; i < n; ++i) acc += a[i] * static_cast<float>(b[i]);
+  return acc;
+}
+
+COSMOS_SIMD_CLONES void axpy_i8(float a, const std::int8_t* x, float* y, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) y[i] += a * static_cast<float>(x[i]);
+}
+
 COSMOS_SIMD_CLONES void load_row(const WeightView& w, std::int64_t row, float* dst) {
   if (w.quant) {
     dequantize_row(*w.quant, row, dst);

@@ -26,6 +26,11 @@ float dot(const float* a, const float* b, std::int64_t n);
 // y[0, n) += a * x[0, n).
 void axpy(float a, const float* x, float* y, std::int64_t n);
 
+// dot and axpy with an int8 operand (the int8 KV cache, cosmos/kv_format.h; its scale is applied
+// by the caller): the int8 values are exact in fp32.
+float dot_i8(const float* a, const std::int8_t* b, std::int64_t n);
+void axpy_i8(float a, const std::int8_t* x, float* y, std::int64_t n);
+
 // dst[0..n) = fp32 of src row `row` (n = cols); quantized weights are dequantized.
 void load_row(const WeightView& w, std::int64_t row, float* dst);
 

@@ -15,7 +15,7 @@
 namespace cosmos {
 
 // Bump when the table or any type passed through it changes.
-inline constexpr int kCudaModuleAbiVersion = 1;
+inline constexpr int kCudaModuleAbiVersion = 2;  // 2: BackendOptions::kv_format, Backend::kv_format()
 
 struct CudaModuleV1 {
   int abi_version;                   // kCudaModuleAbiVersion of the module's build

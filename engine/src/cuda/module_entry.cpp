@@ -37,6 +37,12 @@ double module_copy_bandwidth_gbps() {
 
 Result<std::unique_ptr<Backend>> module_create_backend(const std::filesystem::path& model_dir,
                                                        const BackendOptions& options) {
+  // The int8 KV cache needs attention kernels that read it (decode, prefill, the fused RoPE write);
+  // until they are built and checked on a GPU, say so instead of running something unverified.
+  if (options.kv_format != KvFormat::full)
+    return make_error(ErrorCategory::unsupported_model, "backend.kv_format",
+                      "the CUDA backend keeps its KV cache in bf16: an int8 KV cache runs on the CPU backend only, "
+                      "for now (choose KV cache \"full\", or the CPU device)");
   const kernels::GpuQuery q = kernels::query_gpus();
   if (q.gpus.empty()) return make_error(ErrorCategory::unsupported_model, "backend.no_gpu", q.why_none);
   auto config = load_model_config(model_dir / "config.json");
