@@ -30,7 +30,7 @@ Error cuda_error(cudaError_t e, const char* call, const char* file, int line) {
 CudaBackend::CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape,
                          const BackendOptions& options)
     : config_(std::move(config)), gpu_(gpu), cache_(shape), precision_(options.precision),
-      reference_math_(options.reference_math), quant_cache_dir_(options.quant_cache_dir),
+      reference_math_(options.reference_math), kv_format_(options.kv_format), quant_cache_dir_(options.quant_cache_dir),
       tune_cache_dir_(options.tune_cache_dir) {
   wtype_ = precision_ == Precision::fp16 ? ElemType::f16 : ElemType::bf16;
   if (const auto f = quant_format_for(precision_))
@@ -427,11 +427,28 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     TRY(upload_matrix(src, pre + "mlp.up_proj.weight", L.gate_up, FF, FF, H));
     TRY_ASSIGN(L.down, alloc_matrix(H, FF, "down_proj"));
     TRY(upload_matrix(src, pre + "mlp.down_proj.weight", L.down, 0, H, FF));
-    const std::size_t kv_bytes = slots * KV * kernels::elem_size(kvtype_);
+    const bool int8_kv = kv_format_ == KvFormat::int8;
+    const std::size_t kv_bytes = slots * KV * (int8_kv ? 1 : kernels::elem_size(kvtype_));
     TRY_ASSIGN(L.k_cache, alloc(kv_bytes, "the KV cache"));
     TRY_ASSIGN(L.v_cache, alloc(kv_bytes, "the KV cache"));
     kv_bytes_ += 2 * kv_bytes;
+    if (int8_kv) {
+      const std::size_t scale_bytes = slots * c.num_kv_heads * sizeof(float);
+      TRY_ASSIGN(p, alloc(scale_bytes, "the KV cache's scales"));
+      L.k_scale = static_cast<float*>(p);
+      TRY_ASSIGN(p, alloc(scale_bytes, "the KV cache's scales"));
+      L.v_scale = static_cast<float*>(p);
+      kv_bytes_ += 2 * scale_bytes;
+    }
     layers_.push_back(L);
+  }
+  if (kv_format_ == KvFormat::int8) {  // the bf16 copy of one layer the prefill attention reads
+    const std::size_t shadow = slots * KV * sizeof(bf16);
+    TRY_ASSIGN(p, alloc(shadow, "the KV cache's bf16 copy for prompts"));
+    kv_shadow_k_ = static_cast<bf16*>(p);
+    TRY_ASSIGN(p, alloc(shadow, "the KV cache's bf16 copy for prompts"));
+    kv_shadow_v_ = static_cast<bf16*>(p);
+    kv_shadow_bytes_ = 2 * shadow;
   }
   std::vector<float> inv(c.head_dim / 2);
   for (int j = 0; j < c.head_dim / 2; ++j)
@@ -565,8 +582,8 @@ Status CudaBackend::ensure_workspace(int tokens, int rows) {
                       {reinterpret_cast<void**>(&sel_), rows * H},
                       {reinterpret_cast<void**>(&xm_), H},
                       {reinterpret_cast<void**>(&logits_), static_cast<std::size_t>(rows) * c.vocab_size}};
-  workspace_bytes_ = decode_scratch_bytes_ + att_sums_bytes_ + kGemmWorkspace + sample_ws_bytes_ + dq_elems_ * 2 +
-                     qsmall_scratch_.partial_floats * 4 + static_cast<std::size_t>(qsmall_scratch_.ticket_count) * 4;
+  workspace_bytes_ = kv_shadow_bytes_ + decode_scratch_bytes_ + att_sums_bytes_ + kGemmWorkspace + sample_ws_bytes_ +
+                     dq_elems_ * 2 + qsmall_scratch_.partial_floats * 4 + static_cast<std::size_t>(qsmall_scratch_.ticket_count) * 4;
   for (const Buf& b : bufs) {
     auto p = alloc(b.floats * sizeof(float), "activations");
     if (!p) return p.error();
