@@ -24,6 +24,7 @@
 #include "kernels/device_info.cuh"
 #include "kernels/gemm_swiglu.cuh"
 #include "score_logits.h"
+#include "step_compare.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -209,24 +210,7 @@ TEST_F(CudaBackendTest, DecodeAttentionPathMatchesTheCpu) {
     o.reference_math = reference;
     auto gpu_b = create_cuda_backend(dir, o);
     ASSERT_TRUE(gpu_b.ok()) << gpu_b.error().message;
-    std::vector<TokenId> ids;
-    for (int i = 0; i < 150; ++i) ids.push_back(1000 + 17 * i);
-    SequenceInput gs, cs;
-    gs.seq = (*gpu_b)->kv_cache().create_sequence();
-    cs.seq = (*cpu_b)->kv_cache().create_sequence();
-    float worst = 0, scale = 0;
-    for (int step = 0; step < 12; ++step) {
-      gs.tokens = cs.tokens = step == 0 ? ids : std::vector<TokenId>{static_cast<TokenId>(500 + 31 * step)};
-      ForwardOutput go, co;
-      ASSERT_TRUE((*gpu_b)->forward(std::span<const SequenceInput>(&gs, 1), go).ok());
-      ASSERT_TRUE((*cpu_b)->forward(std::span<const SequenceInput>(&cs, 1), co).ok());
-      ASSERT_EQ(go.logits.size(), co.logits.size());
-      for (std::size_t v = 0; v < co.logits.size(); ++v) {
-        worst = std::max(worst, std::fabs(go.logits[v] - co.logits[v]));
-        scale = std::max(scale, std::fabs(co.logits[v]));
-      }
-    }
-    (*cpu_b)->kv_cache().free_sequence(cs.seq);
+    const auto [worst, scale] = testing::prefill_then_decode_diff(**gpu_b, **cpu_b);
     if (reference)
       EXPECT_LT(worst, kTol);
     else

@@ -32,6 +32,7 @@
 #include "kernels/device_info.cuh"
 #include "kernels/kv_dequant.cuh"
 #include "kernels/rope_kv.cuh"
+#include "step_compare.h"
 
 namespace cosmos {
 namespace {
@@ -334,26 +335,10 @@ TEST_F(KvInt8, BackendMatchesTheCpuWithTheSameCache) {
   ASSERT_TRUE(cpu_b.ok()) << cpu_b.error().message;
   auto gpu_b = create_cuda_backend(dir, o);
   ASSERT_TRUE(gpu_b.ok()) << gpu_b.error().message;
-  std::vector<TokenId> ids;
-  for (int i = 0; i < 150; ++i) ids.push_back(1000 + 17 * i);
-  SequenceInput gs, cs;
-  gs.seq = (*gpu_b)->kv_cache().create_sequence();
-  cs.seq = (*cpu_b)->kv_cache().create_sequence();
-  float worst = 0, scale = 0;
-  for (int step = 0; step < 12; ++step) {
-    gs.tokens = cs.tokens = step == 0 ? ids : std::vector<TokenId>{static_cast<TokenId>(500 + 31 * step)};
-    ForwardOutput go, co;
-    ASSERT_TRUE((*gpu_b)->forward(std::span<const SequenceInput>(&gs, 1), go).ok());
-    ASSERT_TRUE((*cpu_b)->forward(std::span<const SequenceInput>(&cs, 1), co).ok());
-    ASSERT_EQ(go.logits.size(), co.logits.size());
-    for (std::size_t v = 0; v < co.logits.size(); ++v) {
-      worst = std::max(worst, std::fabs(go.logits[v] - co.logits[v]));
-      scale = std::max(scale, std::fabs(co.logits[v]));
-    }
-  }
+  const testing::StepDiff d = testing::prefill_then_decode_diff(**gpu_b, **cpu_b);
   std::printf("tiny-hd128, int8 KV cache: largest |cuda - cpu| over prefill + 11 decode steps: %.3g (max |logit| %.3g)\n",
-              worst, scale);
-  EXPECT_LT(worst, 3e-2f * scale);  // the bf16 fast path's bound (test_cuda_backend.cpp, kBf16Rel)
+              d.worst, d.scale);
+  EXPECT_LT(d.worst, 3e-2f * d.scale);  // the bf16 fast path's bound (test_cuda_backend.cpp, kBf16Rel)
   std::filesystem::remove_all(dir);
 }
 
