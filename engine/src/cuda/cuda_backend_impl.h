@@ -97,6 +97,7 @@ class CudaBackend final : public Backend {
  private:
   Error fail(Error e);
   Result<void*> alloc(std::size_t bytes, const char* what);
+  Status alloc_kv_cache();  // every layer's K/V (and the int8 cache's scales and bf16 copy): cuda_kv_cache.cpp
   void release(void*& p);
   // load helpers (cuda_load.cpp)
   Status upload(const WeightSource& src, const std::string& name, void* dst, kernels::ElemType type,

@@ -382,8 +382,6 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   TRY_ASSIGN(p, weights(H, ElemType::bf16, "the final norm"));
   final_norm_ = static_cast<bf16*>(p);
   TRY(upload(src, "model.norm.weight", final_norm_, ElemType::bf16, H));
-  const auto& s = cache_.shape();
-  const std::size_t slots = static_cast<std::size_t>(s.n_blocks) * s.block_size;
   const std::size_t we = kernels::elem_size(W);
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string pre = "model.layers." + std::to_string(l) + ".";
@@ -427,29 +425,9 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     TRY(upload_matrix(src, pre + "mlp.up_proj.weight", L.gate_up, FF, FF, H));
     TRY_ASSIGN(L.down, alloc_matrix(H, FF, "down_proj"));
     TRY(upload_matrix(src, pre + "mlp.down_proj.weight", L.down, 0, H, FF));
-    const bool int8_kv = kv_format_ == KvFormat::int8;
-    const std::size_t kv_bytes = slots * KV * (int8_kv ? 1 : kernels::elem_size(kvtype_));
-    TRY_ASSIGN(L.k_cache, alloc(kv_bytes, "the KV cache"));
-    TRY_ASSIGN(L.v_cache, alloc(kv_bytes, "the KV cache"));
-    kv_bytes_ += 2 * kv_bytes;
-    if (int8_kv) {
-      const std::size_t scale_bytes = slots * c.num_kv_heads * sizeof(float);
-      TRY_ASSIGN(p, alloc(scale_bytes, "the KV cache's scales"));
-      L.k_scale = static_cast<float*>(p);
-      TRY_ASSIGN(p, alloc(scale_bytes, "the KV cache's scales"));
-      L.v_scale = static_cast<float*>(p);
-      kv_bytes_ += 2 * scale_bytes;
-    }
     layers_.push_back(L);
   }
-  if (kv_format_ == KvFormat::int8) {  // the bf16 copy of one layer the prefill attention reads
-    const std::size_t shadow = slots * KV * sizeof(bf16);
-    TRY_ASSIGN(p, alloc(shadow, "the KV cache's bf16 copy for prompts"));
-    kv_shadow_k_ = static_cast<bf16*>(p);
-    TRY_ASSIGN(p, alloc(shadow, "the KV cache's bf16 copy for prompts"));
-    kv_shadow_v_ = static_cast<bf16*>(p);
-    kv_shadow_bytes_ = 2 * shadow;
-  }
+  TRY(alloc_kv_cache());
   std::vector<float> inv(c.head_dim / 2);
   for (int j = 0; j < c.head_dim / 2; ++j)
     inv[j] = 1.0f / std::pow(static_cast<float>(c.rope_theta), static_cast<float>(2 * j) / static_cast<float>(c.head_dim));
