@@ -23,8 +23,11 @@ Status CudaBackend::alloc_kv_cache() {
       if (auto st = take(kv_bytes, "the KV cache", *p); !st) return st;
     kv_bytes_ += 2 * kv_bytes;
     if (!int8) continue;
-    for (float** p : {&L.k_scale, &L.v_scale})
+    // Zeroed: a decode step reads the newest key's scale before it writes it (then reads it again).
+    for (float** p : {&L.k_scale, &L.v_scale}) {
       if (auto st = take(scale_bytes, "the KV cache's scales", *p); !st) return st;
+      CUDA_TRY(cudaMemset(*p, 0, scale_bytes));
+    }
     kv_bytes_ += 2 * scale_bytes;
   }
   if (int8) {
