@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include "cosmos/cpu_backend.h"
+#include "cosmos/cuda_backend.h"
+#include "cosmos/model_loader.h"
 #include "logit_compare.h"
 #include "score_logits.h"
 #include "tiny_model.h"
@@ -103,6 +105,25 @@ TEST(CpuKvInt8Memory, ReportsTheFormatAndItsBytes) {
     EXPECT_EQ(int8->memory().kv_cache, tokens * rows * (c.head_dim + 4));
     EXPECT_EQ(int8->memory().weights, full->memory().weights);
   }
+}
+
+// --device auto with the int8 cache: the model runs on the CPU, and the note says why the GPU is
+// not used: no usable GPU when there is none (that reason first), else the CUDA backend's refusal of
+// the int8 cache.
+TEST(CpuKvInt8Load, AutoDeviceRunsOnTheCpuAndSaysWhy) {
+  BackendOptions o;
+  o.kv_format = KvFormat::int8;
+  o.context_tokens = 256;
+  auto m = load_model(testing::tiny_hd128_model_dir(), Device::auto_select, o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->backend->name(), "cpu");
+  EXPECT_EQ(m->backend->kv_format(), KvFormat::int8);
+  const bool kv_reason = m->device_note.find("KV cache") != std::string::npos;
+  if (gpu_memory_info())
+    EXPECT_TRUE(kv_reason) << m->device_note;
+  else
+    EXPECT_FALSE(kv_reason) << m->device_note;
+  EXPECT_FALSE(m->device_note.empty());
 }
 
 }  // namespace
