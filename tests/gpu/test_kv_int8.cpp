@@ -26,6 +26,7 @@
 #include "cosmos/cpu_backend.h"
 #include "cosmos/cuda_backend.h"
 #include "cosmos/kv_format.h"
+#include "cosmos/memory_estimate.h"
 #include "cosmos/test_model.h"
 #include "cuda_upload.h"
 #include "kernels/decode_attention.cuh"
@@ -320,6 +321,11 @@ TEST_F(KvInt8, BackendRefusesWithoutTheGateAndReportsItsCacheWithIt) {
   EXPECT_EQ((*b)->kv_format(), KvFormat::int8);
   EXPECT_EQ((*b)->memory().kv_cache,
             static_cast<std::uint64_t>((*b)->kv_cache().shape().tokens()) * kv_bytes_per_token((*b)->config(), KvFormat::int8, 2));
+  // What `inspect --kv-cache int8` and the settings page estimate for it.
+  EstimateOptions eo;
+  eo.context_tokens = 1024;
+  eo.kv_format = KvFormat::int8;
+  EXPECT_EQ((*b)->memory().kv_cache, estimate_memory((*b)->config(), Precision::bf16, eo).kv_cache);
 }
 
 // Prefill of 150 tokens (the prefill attention on the expanded copy) and 11 decode steps (the
