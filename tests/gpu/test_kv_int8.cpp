@@ -13,10 +13,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <numeric>
 #include <random>
-#include <unistd.h>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -27,13 +25,13 @@
 #include "cosmos/cuda_backend.h"
 #include "cosmos/kv_format.h"
 #include "cosmos/memory_estimate.h"
-#include "cosmos/test_model.h"
 #include "cuda_upload.h"
 #include "kernels/decode_attention.cuh"
 #include "kernels/device_info.cuh"
 #include "kernels/kv_dequant.cuh"
 #include "kernels/rope_kv.cuh"
 #include "step_compare.h"
+#include "tiny_model.h"
 
 namespace cosmos {
 namespace {
@@ -292,22 +290,9 @@ TEST_F(KvInt8, DecodeAttentionMatchesFloat64OnTheDequantizedRows) {
   for (void* p : std::initializer_list<void*>{dk, dv, dks, dvs, dq, dt, dto, dc, out, scratch}) cudaFree(p);
 }
 
-std::filesystem::path hd128_model() {
-  const auto dir = std::filesystem::temp_directory_path() / ("cosmos_kv8_" + std::to_string(::getpid()));
-  if (!std::filesystem::exists(dir / "config.json")) {
-    TestModelOptions mo;
-    mo.preset = "tiny-hd128";
-    mo.seed = 3;
-    mo.shards = 1;
-    mo.out_dir = dir;
-    EXPECT_TRUE(make_test_model(mo).ok());
-  }
-  return dir;
-}
-
 // The gate: without COSMOS_CUDA_KV_INT8=1 the backend refuses the int8 cache with the reason.
 TEST_F(KvInt8, BackendRefusesWithoutTheGateAndReportsItsCacheWithIt) {
-  const auto dir = hd128_model();
+  const auto& dir = testing::tiny_hd128_model_dir();
   BackendOptions o;
   o.context_tokens = 1024;
   o.kv_format = KvFormat::int8;
@@ -332,7 +317,7 @@ TEST_F(KvInt8, BackendRefusesWithoutTheGateAndReportsItsCacheWithIt) {
 // CUDA-core kernel on the int8 rows, RoPE and the rows' quantization fused into it) against the CPU
 // backend with the same cache format.
 TEST_F(KvInt8, BackendMatchesTheCpuWithTheSameCache) {
-  const auto dir = hd128_model();
+  const auto& dir = testing::tiny_hd128_model_dir();
   ::setenv("COSMOS_CUDA_KV_INT8", "1", 1);
   BackendOptions o;
   o.context_tokens = 1024;
@@ -345,7 +330,6 @@ TEST_F(KvInt8, BackendMatchesTheCpuWithTheSameCache) {
   std::printf("tiny-hd128, int8 KV cache: largest |cuda - cpu| over prefill + 11 decode steps: %.3g (max |logit| %.3g)\n",
               d.worst, d.scale);
   EXPECT_LT(d.worst, 3e-2f * d.scale);  // the bf16 fast path's bound (test_cuda_backend.cpp, kBf16Rel)
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
