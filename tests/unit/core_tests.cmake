@@ -23,6 +23,9 @@ cosmos_add_gtest(test_tune_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/
 # The CPU backend's matrix product (engine/src/cpu/cpu_ops.cpp) against a float64 reference.
 cosmos_add_gtest(test_cpu_matmul LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_matmul.cpp)
 target_include_directories(test_cpu_matmul PRIVATE ${PROJECT_SOURCE_DIR}/engine/src)
+# Its grouped-query attention (engine/src/cpu/cpu_attention.cpp) against a float64 reference.
+cosmos_add_gtest(test_cpu_attention LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_attention.cpp)
+target_include_directories(test_cpu_attention PRIVATE ${PROJECT_SOURCE_DIR}/engine/src)
 # Its speed on the 7B layer shapes (not a test: prints ms per layer, GB/s, GFLOP/s; docs/PERFORMANCE.md).
 add_executable(bench_cpu_matmul ${CMAKE_CURRENT_SOURCE_DIR}/bench_cpu_matmul.cpp)
 target_link_libraries(bench_cpu_matmul PRIVATE cosmos_engine OpenMP::OpenMP_CXX)

@@ -17,6 +17,7 @@
 #include "cosmos/quant.h"
 #include "cosmos/mapped_file.h"
 #include "cosmos/quant_cache.h"
+#include "cpu/cpu_attention.h"
 #include "cpu/cpu_ops.h"
 
 namespace cosmos {
@@ -87,10 +88,6 @@ class CpuBackend final : public Backend {
   }
   // Writes token row `row`'s K and V ([kv_heads, head_dim] each) into layer `layer`'s cache.
   void write_kv(int layer, std::size_t row, const float* k, const float* v);
-  // Attention of one query head over the first `len` tokens of `table`, from layer `layer`'s cache:
-  // oh[0..D) = softmax(q . K / sqrt(D)) V for KV head `kvh`; scores: scratch.
-  void attend(int layer, std::span<const int> table, int len, int kvh, const float* qh, float* oh,
-              std::vector<float>& scores) const;
 
   ModelConfig config_;
   Checkpoint ckpt_;
@@ -305,34 +302,6 @@ void CpuBackend::write_kv(int layer, std::size_t row, const float* k, const floa
   }
 }
 
-void CpuBackend::attend(int layer, std::span<const int> table, int len, int kvh, const float* qh, float* oh,
-                        std::vector<float>& scores) const {
-  const int D = config_.head_dim, heads = config_.num_kv_heads, bs = cache_.shape().block_size;
-  const std::size_t kv = config_.kv_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const bool int8 = options_.kv_format == KvFormat::int8;
-  scores.resize(len);
-  float mx = -INFINITY;
-  for (int j = 0; j < len; ++j) {
-    const std::size_t row = cache_row(table[j / bs], j % bs), at = row * kv + static_cast<std::size_t>(kvh) * D;
-    // int8: the row's scale factors out of the dot product.
-    scores[j] = int8 ? cpu::dot_i8(qh, k8_[layer].data() + at, D) * k_scale_[layer][row * heads + kvh] * scale
-                     : cpu::dot(qh, k_cache_[layer].data() + at, D) * scale;
-    mx = std::max(mx, scores[j]);
-  }
-  float sum = 0.0f;
-  for (int j = 0; j < len; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
-  std::fill_n(oh, D, 0.0f);
-  for (int j = 0; j < len; ++j) {
-    const float p = scores[j] / sum;
-    const std::size_t row = cache_row(table[j / bs], j % bs), at = row * kv + static_cast<std::size_t>(kvh) * D;
-    if (int8)
-      cpu::axpy_i8(p * v_scale_[layer][row * heads + kvh], v8_[layer].data() + at, oh, D);
-    else
-      cpu::axpy(p, v_cache_[layer].data() + at, oh, D);
-  }
-}
-
 void CpuBackend::rope_tables(const Position3& p, float* cos, float* sin) const {
   const int half = config_.head_dim / 2;
   const auto& sec = config_.mrope_section;
@@ -350,7 +319,6 @@ void CpuBackend::rope_tables(const Position3& p, float* cos, float* sin) const {
 Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& out) {
   const ModelConfig& c = config_;
   const int H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), FF = c.intermediate_size, D = c.head_dim;
-  const int group = c.num_heads / c.num_kv_heads;
   const auto bs = cache_.shape().block_size;
   out.ran_ahead = false;
 
@@ -383,6 +351,10 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
     rope_tables(tok.position, cos.data() + static_cast<std::size_t>(t) * D, sin.data() + static_cast<std::size_t>(t) * D);
   }
 
+  std::vector<cpu::AttentionQuery> queries(static_cast<std::size_t>(N));  // [N] what each token attends to
+  for (int t = 0; t < N; ++t)
+    queries[t] = {cache_.block_table(batch[tokens[t].seq_index].seq), tokens[t].cache_index + 1};
+
   const float eps = static_cast<float>(c.rms_norm_eps);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = layers_[l];
@@ -399,20 +371,22 @@ Status CpuBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& 
       write_kv(l, cache_row(slot / bs, slot % bs), k.data() + static_cast<std::size_t>(t) * KV,
                v.data() + static_cast<std::size_t>(t) * KV);
     }
-    // Causal grouped-query attention over the cache: token t sees cache indices 0..cache_index.
-#pragma omp parallel num_threads(threads_)
-    {
-      std::vector<float> scores;
-#pragma omp for collapse(2) schedule(dynamic)
-      for (int t = 0; t < N; ++t) {
-        for (int head = 0; head < c.num_heads; ++head) {
-          const float* qh = q.data() + static_cast<std::size_t>(t) * Q + static_cast<std::size_t>(head) * D;
-          float* oh = att.data() + static_cast<std::size_t>(t) * Q + static_cast<std::size_t>(head) * D;
-          attend(l, cache_.block_table(batch[tokens[t].seq_index].seq), tokens[t].cache_index + 1, head / group, qh, oh,
-                 scores);
-        }
-      }
+    // Causal grouped-query attention over the cache: token t sees cache indices 0..cache_index
+    // (cpu/cpu_attention.h: each K/V row read once per group of query heads).
+    cpu::KvLayerView view;
+    if (options_.kv_format == KvFormat::int8) {
+      view.k8 = k8_[l].data();
+      view.v8 = v8_[l].data();
+      view.k_scale = k_scale_[l].data();
+      view.v_scale = v_scale_[l].data();
+    } else {
+      view.k = k_cache_[l].data();
+      view.v = v_cache_[l].data();
     }
+    view.kv_heads = c.num_kv_heads;
+    view.head_dim = D;
+    view.block_size = bs;
+    cpu::grouped_attention(view, queries, c.num_heads, q.data(), att.data(), threads_);
     cpu::matmul(att.data(), w.o, nullptr, tmp.data(), N, threads_);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
     cpu::rms_norm(x.data(), w.post_norm.data(), h.data(), N, H, eps);
