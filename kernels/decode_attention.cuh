@@ -42,7 +42,8 @@ bool decode_attention_supports(int heads, int kv_heads, int head_dim);
 std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int head_dim);
 
 // args.q is fp32 [n, heads, head_dim] (scaled by args.scale inside); the cache is fp32 or bf16
-// (args.kv_type); out fp32, bf16 or fp16 (args.out_type). args.max_ctx is not used (lengths come
+// (args.kv_type), or int8 with args.k_scale / v_scale (the CUDA-core kernel; fused, it writes the
+// new rows as cosmos::quantize_kv_row would); out fp32, bf16 or fp16 (args.out_type). args.max_ctx is not used (lengths come
 // from args.ctx_len on the device).
 // rope (optional): instead of reading args.q, apply the rotary embedding to q and k from rope->qkv
 // (+ rope->bias) exactly as launch_rope_kv(*rope) would, and write the new k and v rows into the
