@@ -416,7 +416,8 @@ std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int h
 }
 
 bool decode_attention_sums_supported(const AttentionArgs& a) {
-  return !a.k_scale && a.kv_type == ElemType::bf16 && g_use_mma.load() && decode_attention_supports(a.heads, a.kv_heads, a.head_dim);
+  return (a.k_scale || a.kv_type == ElemType::bf16) && g_use_mma.load() &&
+         decode_attention_supports(a.heads, a.kv_heads, a.head_dim);
 }
 
 std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream, const RopeKvArgs* rope,
@@ -448,7 +449,7 @@ std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaS
     r.section0 = rope->section0;
     r.section1 = rope->section1;
   }
-  if (!a.k_scale && a.kv_type == ElemType::bf16 && g_use_mma.load())
+  if ((a.k_scale || a.kv_type == ElemType::bf16) && g_use_mma.load())
     launch_decode_attention_mma(a, r, s, stream);
   else if (a.head_dim == 128)
     launch_d<128>(a, r, s, stream);

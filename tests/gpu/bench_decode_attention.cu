@@ -4,13 +4,15 @@
 // contexts from 1 to 16,384 keys. One CUDA graph of 28 launches (PDL on), each layer with its own
 // cache so that K/V come from DRAM as in the model; per context, the median of 20 replays in us per
 // layer and the GB/s of the K/V rows read, and the same with the output left as sums (the
-// decode step's mode with the fused MLP: DecodeAttentionSums, column "sums"). Two more columns: the
-// CUDA-core kernel on the bf16 cache ("cores") and on the int8 cache with its scales ("int8",
-// cosmos/kv_format.h; K/V GB/s counts the bf16 bytes).
+// decode step's mode with the fused MLP: DecodeAttentionSums, column "sums"). More columns: the
+// CUDA-core kernel on the bf16 cache ("cores"), and the int8 cache with its scales (cosmos/kv_format.h)
+// on tensor cores ("int8"), with sums ("i8 sums") and on the CUDA-core kernel ("i8 cores"); K/V GB/s
+// counts the bf16 cache's bytes.
 // The attention's neighbours in the engine (the q/k/v and o products) are not part of it: read its
 // figures as the kernel's own time, not as a decode step's share.
 //   bench_decode_attention [--contexts 1,1024,4096]
-// Last line (tests/gpu/run.sh prints it): "decode attention 4096: X.XX us per layer (Y GB/s; sums Z.ZZ), 8192: ...".
+// Last line (tests/gpu/run.sh prints it): "decode attention 4096: X.XX us per layer (Y GB/s; sums Z.ZZ; int8
+// sums W.WW), 8192: ...".
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -123,7 +125,7 @@ void set_context(Setup& s, int len) {
 
 // us per layer: the median replay of a graph of kLayers launches; sums: each leaves its output as
 // sums (DecodeAttentionSums) and zeroes the previous layer's, as in the engine's decode step;
-// int8: the int8 cache (the CUDA-core kernel).
+// int8: the int8 cache.
 float time_layers(Setup& s, cudaStream_t stream, bool sums, bool int8 = false) {
   const std::int32_t* m = s.meta + s.table.size();
   k::RopeKvArgs r;
@@ -211,25 +213,27 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   Setup s = make_setup(max_ctx);
-  std::printf("\n%8s | %9s | %9s | %9s | %9s | %9s | %s\n", "context", "us/layer", "K/V GB/s", "sums", "cores",
-              "int8", "us per token (28 layers)");
+  std::printf("\n%8s | %9s | %9s | %9s | %9s | %9s | %9s | %9s | %s\n", "context", "us/layer", "K/V GB/s", "sums",
+              "cores", "int8", "i8 sums", "i8 cores", "us per token (28 layers)");
   std::string summary;
   for (const int c : contexts) {
     set_context(s, c);
     const float us = time_layers(s, stream, false);
     const float us_sums = time_layers(s, stream, true);
+    const float us_int8 = time_layers(s, stream, false, true);
+    const float us_int8_sums = time_layers(s, stream, true, true);
     k::set_decode_attention_tensor_cores(false);
     const float us_cores = time_layers(s, stream, false);
+    const float us_int8_cores = time_layers(s, stream, false, true);
     k::set_decode_attention_tensor_cores(true);
-    const float us_int8 = time_layers(s, stream, false, true);
     const double gbs = 2.0 * c * kKvHeads * kD * 2 / (us * 1e-6) / 1e9;  // the K and V rows read
-    std::printf("%8d | %9.2f | %9.0f | %9.2f | %9.2f | %9.2f | %.0f\n", c, us, gbs, us_sums, us_cores, us_int8,
-                us * kLayers);
+    std::printf("%8d | %9.2f | %9.0f | %9.2f | %9.2f | %9.2f | %9.2f | %9.2f | %.0f\n", c, us, gbs, us_sums, us_cores,
+                us_int8, us_int8_sums, us_int8_cores, us * kLayers);
     std::fflush(stdout);
     if (c == 4096 || c == 8192 || c == 16384) {
-      char b[96];
-      std::snprintf(b, sizeof b, "%s%d: %.2f us per layer (%.0f GB/s; sums %.2f)", summary.empty() ? "" : ", ", c, us,
-                    gbs, us_sums);
+      char b[128];
+      std::snprintf(b, sizeof b, "%s%d: %.2f us per layer (%.0f GB/s; sums %.2f; int8 sums %.2f)",
+                    summary.empty() ? "" : ", ", c, us, gbs, us_sums, us_int8_sums);
       summary += b;
     }
   }

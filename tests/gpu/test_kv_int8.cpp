@@ -3,10 +3,11 @@
 //     and its scale must be exactly cosmos::quantize_kv_row of that fp32 row (same fp32 operations),
 //     q unchanged, the other slots untouched;
 //   - kv_dequant: bf16(scale x q) bit for bit, at the listed blocks' slots only;
-//   - decode attention (CUDA-core kernel) over an int8 cache against a float64 reference on the
-//     dequantized rows (tolerance of fp32 sums: 1e-4 of sum_j p_j |v_j|);
-//   - the backend on tiny-hd128: prefill + 11 decode steps against the CPU backend with the same
-//     int8 cache, within the bf16 fast path's bound; its memory and format; the gate
+//   - decode attention over an int8 cache against a float64 reference on the dequantized rows: the
+//     CUDA-core kernel within fp32 sums' tolerance (1e-4 of sum_j p_j |v_j|), the tensor-core kernel
+//     within its bf16 probabilities' (relative L2 2^-9, on rows rounded as it rounds them);
+//   - the backend on tiny-hd128 (bf16 and int4 weights, both kernels): prefill + 11 decode steps
+//     against the CPU backend with the same int8 cache, within the bf16 fast path's bound; its memory and format; the gate
 //     (COSMOS_CUDA_KV_INT8) that keeps users off these kernels until this test has passed on a GPU.
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -201,9 +203,17 @@ TEST_F(KvInt8, DequantExpandsTheListedBlocksBitForBit) {
   for (void* p : std::initializer_list<void*>{dk, dv, dks, dvs, db, k16, v16}) cudaFree(p);
 }
 
-// One token per sequence (a decode step), contexts of 1 to 3,000 keys in a paged cache. A wrong
-// scale (another row's, K's for V) or int8 read as unsigned moves outputs by their own size.
-TEST_F(KvInt8, DecodeAttentionMatchesFloat64OnTheDequantizedRows) {
+// One token per sequence (a decode step), contexts of 1 to 3,000 keys in a paged cache, on both
+// kernels (the parameter: tensor cores). A wrong scale (another row's, K's for V) or int8 read as
+// unsigned moves outputs by their own size.
+class KvInt8Decode : public KvInt8, public ::testing::WithParamInterface<bool> {
+ protected:
+  void TearDown() override { kernels::set_decode_attention_tensor_cores(true); }
+};
+
+TEST_P(KvInt8Decode, AttentionMatchesFloat64OnTheDequantizedRows) {
+  const bool tc = GetParam();
+  kernels::set_decode_attention_tensor_cores(tc);
   const int heads = 28, kv_heads = 4, D = 128, G = heads / kv_heads, bs = 16;
   const std::vector<int> lens = {1, 33, 700, 3000};
   const int n = static_cast<int>(lens.size());
@@ -256,6 +266,46 @@ TEST_F(KvInt8, DecodeAttentionMatchesFloat64OnTheDequantizedRows) {
   ASSERT_GT(kernels::launch_decode_attention(a, scratch, nullptr), 0u);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto got = download(out, q.size());
+  // The tensor-core kernel multiplies bf16 q by bf16(scale x q8) rows, its probabilities rounded to
+  // bf16 for P V: against float64 on those same rounded rows, the probabilities' rounding (2^-9
+  // each, relative) bounds the output's relative L2 error, as for the bf16 cache
+  // (test_gpu_decode_attention). The CUDA-core kernel keeps fp32 q and exact scale x q8 products.
+  if (tc) {
+    auto r16 = [](double x) { return static_cast<double>(__bfloat162float(__float2bfloat16(static_cast<float>(x)))); };
+    double num = 0, den = 0;
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < heads; ++h) {
+        const int kvh = h / G;
+        auto slot_of = [&](int j) { return static_cast<std::size_t>(tables[toff[t] + j / bs]) * bs + j % bs; };
+        std::vector<double> s(lens[t]);
+        double mx = -1e300;
+        for (int j = 0; j < lens[t]; ++j) {
+          const std::size_t slot = slot_of(j), at = slot * kvd + static_cast<std::size_t>(kvh) * D;
+          double d = 0;
+          for (int e = 0; e < D; ++e)
+            d += r16(q[(static_cast<std::size_t>(t) * heads + h) * D + e]) * r16(static_cast<double>(ksc[slot * kv_heads + kvh] * k8[at + e]));
+          s[j] = d * a.scale;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        for (int e = 0; e < D; ++e) {
+          double o = 0;
+          for (int j = 0; j < lens[t]; ++j) {
+            const std::size_t slot = slot_of(j);
+            o += s[j] / sum * r16(static_cast<double>(vsc[slot * kv_heads + kvh] * v8[slot * kvd + static_cast<std::size_t>(kvh) * D + e]));
+          }
+          const double gv = got[(static_cast<std::size_t>(t) * heads + h) * D + e];
+          ASSERT_FALSE(std::isnan(gv)) << "context " << lens[t] << " head " << h << " dim " << e;
+          num += (gv - o) * (gv - o);
+          den += o * o;
+        }
+      }
+    std::printf("[ measured ] tensor cores, int8 cache: relative L2 error against float64: %.3g\n", std::sqrt(num / den));
+    EXPECT_LT(std::sqrt(num / den), 1.0 / 512);
+    for (void* p : std::initializer_list<void*>{dk, dv, dks, dvs, dq, dt, dto, dc, out, scratch}) cudaFree(p);
+    return;
+  }
   for (int t = 0; t < n; ++t)
     for (int h = 0; h < heads; ++h) {
       const int kvh = h / G;
@@ -290,6 +340,9 @@ TEST_F(KvInt8, DecodeAttentionMatchesFloat64OnTheDequantizedRows) {
   for (void* p : std::initializer_list<void*>{dk, dv, dks, dvs, dq, dt, dto, dc, out, scratch}) cudaFree(p);
 }
 
+INSTANTIATE_TEST_SUITE_P(Kernels, KvInt8Decode, ::testing::Bool(),
+                         [](const auto& p) { return p.param ? "TensorCores" : "CudaCores"; });
+
 // The gate: without COSMOS_CUDA_KV_INT8=1 the backend refuses the int8 cache with the reason.
 TEST_F(KvInt8, BackendRefusesWithoutTheGateAndReportsItsCacheWithIt) {
   const auto& dir = testing::tiny_hd128_model_dir();
@@ -313,24 +366,45 @@ TEST_F(KvInt8, BackendRefusesWithoutTheGateAndReportsItsCacheWithIt) {
   EXPECT_EQ((*b)->memory().kv_cache, estimate_memory((*b)->config(), Precision::bf16, eo).kv_cache);
 }
 
-// Prefill of 150 tokens (the prefill attention on the expanded copy) and 11 decode steps (the
-// CUDA-core kernel on the int8 rows, RoPE and the rows' quantization fused into it) against the CPU
-// backend with the same cache format.
-TEST_F(KvInt8, BackendMatchesTheCpuWithTheSameCache) {
+// Prefill of 150 tokens (the prefill attention on the expanded copy) and 11 decode steps (the decode
+// attention on the int8 rows, RoPE and the rows' quantization fused into it; 2-3 splits, so with int4
+// weights the tensor-core kernel's sums for the o product) against the CPU backend with the same
+// cache format and weights. Rows: the weights, and the decode attention's kernel.
+struct BackendRow {
+  const char* name;
+  Precision precision;
+  bool tensor_cores;
+};
+
+class KvInt8Backend : public KvInt8, public ::testing::WithParamInterface<BackendRow> {
+ protected:
+  void TearDown() override { kernels::set_decode_attention_tensor_cores(true); }
+};
+
+TEST_P(KvInt8Backend, MatchesTheCpuWithTheSameCache) {
+  const BackendRow& row = GetParam();
+  kernels::set_decode_attention_tensor_cores(row.tensor_cores);
   const auto& dir = testing::tiny_hd128_model_dir();
   ::setenv("COSMOS_CUDA_KV_INT8", "1", 1);
   BackendOptions o;
   o.context_tokens = 1024;
   o.kv_format = KvFormat::int8;
+  o.precision = row.precision;
   auto cpu_b = create_cpu_backend(dir, o);
   ASSERT_TRUE(cpu_b.ok()) << cpu_b.error().message;
   auto gpu_b = create_cuda_backend(dir, o);
   ASSERT_TRUE(gpu_b.ok()) << gpu_b.error().message;
   const testing::StepDiff d = testing::prefill_then_decode_diff(**gpu_b, **cpu_b);
-  std::printf("tiny-hd128, int8 KV cache: largest |cuda - cpu| over prefill + 11 decode steps: %.3g (max |logit| %.3g)\n",
-              d.worst, d.scale);
+  std::printf("tiny-hd128 %s, int8 KV cache: largest |cuda - cpu| over prefill + 11 decode steps: %.3g (max |logit| %.3g)\n",
+              row.name, d.worst, d.scale);
   EXPECT_LT(d.worst, 3e-2f * d.scale);  // the bf16 fast path's bound (test_cuda_backend.cpp, kBf16Rel)
 }
+
+INSTANTIATE_TEST_SUITE_P(Rows, KvInt8Backend,
+                         ::testing::Values(BackendRow{"bf16_TensorCores", Precision::bf16, true},
+                                           BackendRow{"bf16_CudaCores", Precision::bf16, false},
+                                           BackendRow{"int4_TensorCores", Precision::int4, true}),
+                         [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace cosmos

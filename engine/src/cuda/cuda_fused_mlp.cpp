@@ -171,12 +171,10 @@ Status CudaBackend::choose_att_sums() {
     if (!quant_ || !layers_[0].o.quantized || c.head_dim != 128 || !kernels::gemv_quant_takes_sums(o))
       return ok_status();
   }
-  if (kv_format_ == KvFormat::int8) {  // its CUDA-core kernel merges its own splits
-    spdlog::info("cuda backend: decode attention merges its own splits (the int8 KV cache's kernel gives no sums)");
-    return ok_status();
-  }
   kernels::AttentionArgs probe;
   probe.kv_type = kvtype_;
+  float int8_probe = 0.0f;  // any non-null scale: the int8 cache's kernel (tensor cores) gives sums too
+  if (kv_format_ == KvFormat::int8) probe.k_scale = probe.v_scale = &int8_probe;
   probe.heads = c.num_heads;
   probe.kv_heads = c.num_kv_heads;
   probe.head_dim = c.head_dim;
