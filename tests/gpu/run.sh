@@ -4,9 +4,9 @@
 #   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--quant-7b]
 #                    [--bench-batch] [--sanitize]
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five)
-#   and each KV cache in $COSMOS_BENCH_KV (default: full; "full int8" also runs the int8 cache, with
-#   COSMOS_CUDA_KV_INT8=1), and bf16 decoding with the app's default sampling (temperature 0.6,
-#   top-p 0.95, penalty 1.05; COSMOS_BENCH_APP=0 leaves it out).
+#   and each KV cache in $COSMOS_BENCH_KV (default: full; "full int8" also runs the int8 cache), and
+#   bf16 decoding with the app's default sampling (temperature 0.6, top-p 0.95, penalty 1.05;
+#   COSMOS_BENCH_APP=0 leaves it out).
 # --bench-batch: cosmos-cli bench --batch on the 7B shape (decode throughput of 1-256 sequences at
 #   once, 128-token prompts, 128 steps): bf16 at every size, fp8 and int8 at 64 and 256
 #   ($OUT/bench_batch_*.json for the plot, docs/plots/plot_batch.py).
@@ -279,7 +279,7 @@ if [ $bench7b = 1 ]; then
   for prec in ${COSMOS_BENCH_PRECISIONS:-bf16 fp16 int8 fp8 int4}; do
     name=$prec; [ "$kv" = full ] || name="$prec, KV $kv"
     log="$LOGS/bench7b_${prec}_$kv"
-    COSMOS_CUDA_KV_INT8=1 "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision $prec \
+    "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision $prec \
       --kv-cache $kv --prompt-lens 128,2048 --depth 0,4096 --gen 128 --reps 3 --json > "$log.json" 2>"$log.err"
     bench7b_status+="$name: $(python3 -c "
 import json; j=json.load(open('$log.json'))

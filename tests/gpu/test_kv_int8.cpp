@@ -7,8 +7,8 @@
 //     CUDA-core kernel within fp32 sums' tolerance (1e-4 of sum_j p_j |v_j|), the tensor-core kernel
 //     within its bf16 probabilities' (relative L2 2^-9, on rows rounded as it rounds them);
 //   - the backend on tiny-hd128 (bf16 and int4 weights, both kernels): prefill + 11 decode steps
-//     against the CPU backend with the same int8 cache, within the bf16 fast path's bound; its memory and format; the gate
-//     (COSMOS_CUDA_KV_INT8) that keeps users off these kernels until this test has passed on a GPU.
+//     against the CPU backend with the same int8 cache, within the bf16 fast path's bound; its
+//     memory and format.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -343,17 +343,12 @@ TEST_P(KvInt8Decode, AttentionMatchesFloat64OnTheDequantizedRows) {
 INSTANTIATE_TEST_SUITE_P(Kernels, KvInt8Decode, ::testing::Bool(),
                          [](const auto& p) { return p.param ? "TensorCores" : "CudaCores"; });
 
-// The gate: without COSMOS_CUDA_KV_INT8=1 the backend refuses the int8 cache with the reason.
-TEST_F(KvInt8, BackendRefusesWithoutTheGateAndReportsItsCacheWithIt) {
+// The backend reports the int8 cache and its bytes, as the estimator counts them.
+TEST_F(KvInt8, BackendReportsItsCacheAndItsBytes) {
   const auto& dir = testing::tiny_hd128_model_dir();
   BackendOptions o;
   o.context_tokens = 1024;
   o.kv_format = KvFormat::int8;
-  ::unsetenv("COSMOS_CUDA_KV_INT8");
-  auto refused = create_cuda_backend(dir, o);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, "backend.kv_format");
-  ::setenv("COSMOS_CUDA_KV_INT8", "1", 1);
   auto b = create_cuda_backend(dir, o);
   ASSERT_TRUE(b.ok()) << b.error().message;
   EXPECT_EQ((*b)->kv_format(), KvFormat::int8);
@@ -385,7 +380,6 @@ TEST_P(KvInt8Backend, MatchesTheCpuWithTheSameCache) {
   const BackendRow& row = GetParam();
   kernels::set_decode_attention_tensor_cores(row.tensor_cores);
   const auto& dir = testing::tiny_hd128_model_dir();
-  ::setenv("COSMOS_CUDA_KV_INT8", "1", 1);
   BackendOptions o;
   o.context_tokens = 1024;
   o.kv_format = KvFormat::int8;

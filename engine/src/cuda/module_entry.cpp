@@ -4,10 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
 #include <string>
-#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -41,17 +39,6 @@ Result<std::unique_ptr<Backend>> module_create_backend(const std::filesystem::pa
                                                        const BackendOptions& options) {
   const kernels::GpuQuery q = kernels::query_gpus();
   if (q.gpus.empty()) return make_error(ErrorCategory::unsupported_model, "backend.no_gpu", q.why_none);
-  // The int8 KV cache's kernels (kernels/rope_kv.cu, decode_attention.cu, kv_dequant.cu) are correct
-  // (test_gpu_kv_int8 on an H100, session 59) but decode slower than the bf16 cache's tensor-core
-  // kernel (int4 on an H100: 527 against 632 tok/s at an empty context, 331 against 562 at 4,096
-  // tokens; docs/PERFORMANCE.md). Until they are faster, users get this reason (after the GPU check:
-  // a machine without a GPU is told that first); COSMOS_CUDA_KV_INT8=1 turns them on for tests and
-  // measurements.
-  const char* kv_int8_env = std::getenv("COSMOS_CUDA_KV_INT8");
-  if (options.kv_format != KvFormat::full && !(kv_int8_env && std::string_view(kv_int8_env) == "1"))
-    return make_error(ErrorCategory::unsupported_model, "backend.kv_format",
-                      "the CUDA backend keeps its KV cache in bf16: its int8 KV cache decodes slower than bf16 for "
-                      "now, so it runs on the CPU backend only (choose KV cache \"full\", or the CPU device)");
   auto config = load_model_config(model_dir / "config.json");
   if (!config) return config.error();
   // Random weights (benchmarks) need only config.json; else the checkpoint must hold the text model.
