@@ -18,6 +18,11 @@ struct AttentionArgs {
   const void* k_cache = nullptr;     // [slots, kv_heads, head_dim] kv_type, this layer
   const void* v_cache = nullptr;     // same shape
   ElemType kv_type = ElemType::f32;  // f32 or bf16
+  // int8 cache (cosmos/kv_format.h; decode_attention's CUDA-core kernel only): k_cache / v_cache
+  // hold int8 rows, kv_type is ignored, and row (slot, KV head) is scale[slot * kv_heads + head] x
+  // its int8 values.
+  const float* k_scale = nullptr;    // [slots, kv_heads] fp32, or null: kv_type
+  const float* v_scale = nullptr;    // same shape
   const std::int32_t* block_tables = nullptr;  // flat int32: each token's sequence table at table_offset[t]
   const std::int32_t* table_offset = nullptr;  // [n] int32
   const std::int32_t* ctx_len = nullptr;       // [n] int32: positions visible to the token (its index + 1)

@@ -4,8 +4,10 @@
 #include <atomic>
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/decode_attention_detail.cuh"
+#include "kernels/kv_quant_row.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels {
@@ -31,6 +33,17 @@ struct Vec<__nv_bfloat16> {
       f[2 * i] = __uint_as_float(w[i] << 16);
       f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
     }
+  }
+};
+template <>
+struct Vec<std::int8_t> {  // the int8 cache: 16 values, exact in fp32 (the row's scale is applied to the sums)
+  static constexpr int kPer16 = 16;
+  __device__ static void unpack16(const uint4& r, float* f) {
+    const unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) f[4 * i + b] = static_cast<float>(static_cast<int>(w[i] << (24 - 8 * b)) >> 24);
   }
 };
 template <>
@@ -67,6 +80,23 @@ struct Slice<__nv_bfloat16, 2> {
   }
 };
 template <>
+struct Slice<std::int8_t, 4> {
+  using Raw = unsigned;
+  __device__ static void unpack(const Raw& r, float* f) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) f[b] = static_cast<float>(static_cast<int>(r << (24 - 8 * b)) >> 24);
+  }
+};
+template <>
+struct Slice<std::int8_t, 2> {
+  using Raw = unsigned short;
+  __device__ static void unpack(const Raw& r, float* f) {
+    const unsigned u = r;
+    f[0] = static_cast<float>(static_cast<int>(u << 24) >> 24);
+    f[1] = static_cast<float>(static_cast<int>(u << 16) >> 24);
+  }
+};
+template <>
 struct Slice<float, 4> {
   using Raw = float4;
   __device__ static void unpack(const Raw& r, float* f) { f[0] = r.x, f[1] = r.y, f[2] = r.z, f[3] = r.w; }
@@ -99,6 +129,11 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kDL = D / 32;                   // dims per lane in P V and the merges
   constexpr int kPer16 = Vec<KV>::kPer16;
   constexpr int kChunks = D / kPer16;           // 16-byte vectors per K row
+  // int8 cache: each key's K and V scales (the lane's key) multiply its score and its weight in P V;
+  // fused with RoPE, the newest key's rows go through shared memory (kvrow), where a warp each
+  // quantizes them (kernels/kv_quant_row.cuh).
+  constexpr bool kI8 = std::is_same_v<KV, std::int8_t>;
+  __shared__ float kvrow[kI8 ? 2 : 1][kI8 ? D : 1];  // int8, fused: the newest key's roped K and V rows
   using VS = Slice<KV, kDL>;
   __shared__ __align__(16) float qs[kMaxGroup][D];  // scaled (roped) q of the group
   __shared__ int last_flag;
@@ -128,6 +163,7 @@ __global__ void __launch_bounds__(kThreads)
   // skip_newest: leave out the newest key (len - 1), which this kernel writes first.
   int base = j0, nk = 0;
   bool valid = false;
+  float ksc = 1.0f, vsc = 1.0f;  // int8: the lane's key's K and V scales
   unsigned off = 0;  // element offset of the lane's key row for this KV head (< 2^32 per layer)
   uint4 kr[kChunks];
   typename VS::Raw vb[kKeys];
@@ -136,6 +172,10 @@ __global__ void __launch_bounds__(kThreads)
     const int j = base + lane;
     valid = lane < nk;
     off = valid ? (static_cast<unsigned>(table[j / a.block_size]) * a.block_size + j % a.block_size) * kvd + kvh * D : 0u;
+    if constexpr (kI8) {  // row (slot, kvh) = off / D
+      ksc = valid ? a.k_scale[off / D] : 0.0f;
+      vsc = valid ? a.v_scale[off / D] : 0.0f;
+    }
   };
   auto load_k = [&](bool skip_newest) {
     const bool load = valid && !(skip_newest && base + lane == len - 1);
@@ -159,7 +199,10 @@ __global__ void __launch_bounds__(kThreads)
   if (fused) pdl_wait();
   pdl_launch_dependents();
 
-  if (rope.qkv) {
+  if (!rope.qkv) {
+    for (int i = threadIdx.x; i < G * D; i += kThreads)
+      qs[i / D][i % D] = a.q[(static_cast<std::size_t>(t) * a.heads + kvh * G) * D + i] * a.scale;
+  } else {
     // Rotary embedding, as kernels/rope_kv.cu computes it, for this group's q heads (scaled into
     // qs) and, in the split holding the newest key, for k (then k and v go into the cache).
     constexpr int kHalf = D / 2;
@@ -176,6 +219,9 @@ __global__ void __launch_bounds__(kThreads)
       if (h < G) {
         qs[h][p] = y1 * a.scale;
         qs[h][p + kHalf] = y2 * a.scale;
+      } else if constexpr (kI8) {
+        kvrow[0][p] = y1;
+        kvrow[0][p + kHalf] = y2;
       } else {
         store_elem(kh, p, y1);
         store_elem(kh, p + kHalf, y2);
@@ -184,11 +230,23 @@ __global__ void __launch_bounds__(kThreads)
     if (writes_kv) {
       const int vo = qd + kvd + kvh * D;
       KV* vh = vc + static_cast<std::size_t>(rope.slots[t]) * kvd + kvh * D;
-      for (int i = threadIdx.x; i < D; i += kThreads) store_elem(vh, i, row[vo + i] + (rope.bias ? rope.bias[vo + i] : 0.0f));
+      for (int i = threadIdx.x; i < D; i += kThreads) {
+        const float v = row[vo + i] + (rope.bias ? rope.bias[vo + i] : 0.0f);
+        if constexpr (kI8)
+          kvrow[1][i] = v;
+        else
+          store_elem(vh, i, v);
+      }
     }
-  } else {
-    for (int i = threadIdx.x; i < G * D; i += kThreads)
-      qs[i / D][i % D] = a.q[(static_cast<std::size_t>(t) * a.heads + kvh * G) * D + i] * a.scale;
+    if constexpr (kI8) {
+      __syncthreads();  // the rows in kvrow (writes_kv is the same for the whole block)
+      if (writes_kv && threadIdx.x < 64) {
+        const int which = threadIdx.x >> 5;  // warp 0: K, warp 1: V
+        const std::size_t r = static_cast<std::size_t>(rope.slots[t]) * a.kv_heads + kvh;  // the row's scale
+        quantize_kv_row_warp(kvrow[which], D, (which ? vc : kc) + r * D,
+                             const_cast<float*>(which ? a.v_scale : a.k_scale) + r);
+      }
+    }
   }
   __syncthreads();  // qs ready, and the newest K/V rows (written above) visible to the block
   if (g >= G) return;
@@ -198,6 +256,10 @@ __global__ void __launch_bounds__(kThreads)
       const uint4* krow = reinterpret_cast<const uint4*>(kc + off);
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) kr[c] = krow[c];
+      if constexpr (kI8) {  // its scales too: locate() read them before this kernel wrote them
+        ksc = a.k_scale[off / D];
+        vsc = a.v_scale[off / D];
+      }
     }
     const unsigned o = __shfl_sync(0xffffffffu, off, jn);
 #pragma unroll
@@ -227,9 +289,11 @@ __global__ void __launch_bounds__(kThreads)
         s4[3] = fmaf(q.w, kf[4 * e + 3], s4[3]);
       }
     }
-    const float sc_ = valid ? (s4[0] + s4[1]) + (s4[2] + s4[3]) : -FLT_MAX;
+    const float dot = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+    const float sc_ = valid ? (kI8 ? dot * ksc : dot) : -FLT_MAX;
     const float m_new = fmaxf(m, warp_max(sc_));
     const float p = valid ? expf(sc_ - m_new) : 0.0f;
+    const float pv = kI8 ? p * vsc : p;  // the weight of the key's V row (before locate() moves on)
     const float corr = expf(m - m_new);
     l = l * corr + warp_sum(p);
     m = m_new;
@@ -246,7 +310,7 @@ __global__ void __launch_bounds__(kThreads)
     // P V over this round's keys (their V slices are in registers).
 #pragma unroll
     for (int jj = 0; jj < kKeys; ++jj) {
-      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      const float pj = __shfl_sync(0xffffffffu, pv, jj);
       if (jj < nk_now) {
         float vf[kDL];
         VS::unpack(vb[jj], vf);
@@ -313,7 +377,9 @@ void launch_kv(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaSt
 
 template <int D>
 void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
-  if (a.kv_type == ElemType::bf16)
+  if (a.k_scale)
+    launch_kv<D, std::int8_t>(a, r, s, stream);
+  else if (a.kv_type == ElemType::bf16)
     launch_kv<D, __nv_bfloat16>(a, r, s, stream);
   else
     launch_kv<D, float>(a, r, s, stream);
@@ -350,12 +416,14 @@ std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int h
 }
 
 bool decode_attention_sums_supported(const AttentionArgs& a) {
-  return a.kv_type == ElemType::bf16 && g_use_mma.load() && decode_attention_supports(a.heads, a.kv_heads, a.head_dim);
+  return (a.k_scale || a.kv_type == ElemType::bf16) && g_use_mma.load() &&
+         decode_attention_supports(a.heads, a.kv_heads, a.head_dim);
 }
 
 std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream, const RopeKvArgs* rope,
                                     const DecodeAttentionSums* sums) {
   if (a.n <= 0 || a.n > kDecodeAttentionMaxTokens) return 0;
+  if (a.k_scale && !a.v_scale) return 0;  // int8: both scales
   if (sums && (!decode_attention_sums_supported(a) || !sums->o || !sums->l ||
                reinterpret_cast<std::uintptr_t>(sums->o) % 16 != 0 || (!sums->clear_o) != (!sums->clear_l) ||
                sums->splits < 0 || sums->splits > kDecodeAttentionMaxSumSplits))
@@ -381,13 +449,14 @@ std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaS
     r.section0 = rope->section0;
     r.section1 = rope->section1;
   }
-  if (a.kv_type == ElemType::bf16 && g_use_mma.load())
+  if ((a.k_scale || a.kv_type == ElemType::bf16) && g_use_mma.load())
     launch_decode_attention_mma(a, r, s, stream);
   else if (a.head_dim == 128)
     launch_d<128>(a, r, s, stream);
   else
     launch_d<64>(a, r, s, stream);
-  const std::size_t kv = static_cast<std::size_t>(a.n) * a.kv_heads * a.max_ctx * a.head_dim * 2 * elem_size(a.kv_type);
+  const std::size_t kv_row = a.k_scale ? a.head_dim + sizeof(float) : a.head_dim * elem_size(a.kv_type);
+  const std::size_t kv = static_cast<std::size_t>(a.n) * a.kv_heads * a.max_ctx * 2 * kv_row;
   const std::size_t qkv = rope ? static_cast<std::size_t>(a.n) * (a.heads + 2 * a.kv_heads) * a.head_dim * 4
                                : static_cast<std::size_t>(a.n) * a.heads * a.head_dim * 4;
   const std::size_t out = sums ? static_cast<std::size_t>(a.n) * a.heads * (a.head_dim + 1) * sizeof(float) * 4

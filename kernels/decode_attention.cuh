@@ -1,5 +1,5 @@
 // Attention for decode steps (few new tokens, long contexts), flash-decoding style. Two kernels with
-// the same contract: with a bf16 cache, the tensor-core kernel (kernels/decode_attention_mma.cu:
+// the same contract: with a bf16 or int8 cache, the tensor-core kernel (kernels/decode_attention_mma.cu:
 // the group's query heads as the rows of one mma tile, 64-key rounds through shared memory); with an
 // fp32 cache (or when switched off, for comparison), the CUDA-core kernel described here. For each
 // (token, KV head) the context is cut into up to decode_attention_splits(n, kv_heads) splits of
@@ -42,8 +42,10 @@ bool decode_attention_supports(int heads, int kv_heads, int head_dim);
 std::size_t decode_attention_scratch_bytes(int n, int heads, int kv_heads, int head_dim);
 
 // args.q is fp32 [n, heads, head_dim] (scaled by args.scale inside); the cache is fp32 or bf16
-// (args.kv_type); out fp32, bf16 or fp16 (args.out_type). args.max_ctx is not used (lengths come
-// from args.ctx_len on the device).
+// (args.kv_type), or int8 with args.k_scale / v_scale (both kernels; fused, they write the new rows
+// as cosmos::quantize_kv_row would; the tensor-core kernel multiplies bf16(scale x q), as the
+// prefill's kernels/kv_dequant.cu expands them); out fp32, bf16 or fp16 (args.out_type).
+// args.max_ctx is not used (lengths come from args.ctx_len on the device).
 // rope (optional): instead of reading args.q, apply the rotary embedding to q and k from rope->qkv
 // (+ rope->bias) exactly as launch_rope_kv(*rope) would, and write the new k and v rows into the
 // cache at rope->slots (rope->q, q_type, the cache pointers and sizes are taken from args). Only
@@ -97,11 +99,12 @@ inline constexpr int kDecodeAttentionMaxSumSplits = 1024;
 // more than stay resident beside the q/k/v product).
 inline constexpr int kDecodeAttentionLongSplits = 128;
 
-// True when a launch with these arguments can give sums: the tensor-core kernel (bf16 cache, the
-// process-wide switch below on) and a supported shape.
+// True when a launch with these arguments can give sums: the tensor-core kernel (bf16 or int8
+// cache, the process-wide switch below on) and a supported shape.
 bool decode_attention_sums_supported(const AttentionArgs& args);
 
-// Process-wide switch for tests and benchmarks (default on): the tensor-core kernel for bf16 caches.
+// Process-wide switch for tests and benchmarks (default on): the tensor-core kernel for bf16 and
+// int8 caches.
 void set_decode_attention_tensor_cores(bool on);
 
 }  // namespace cosmos::kernels

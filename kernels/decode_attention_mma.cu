@@ -1,6 +1,10 @@
-// Decode attention on tensor cores (bf16 KV cache, head_dim 64 or 128), the default for the bf16
-// cache (see kernels/decode_attention.cuh for the contract, which it shares with the CUDA-core
+// Decode attention on tensor cores (bf16 or int8 KV cache, head_dim 64 or 128), the default for
+// both (see kernels/decode_attention.cuh for the contract, which it shares with the CUDA-core
 // kernel in decode_attention.cu).
+//
+// The int8 cache (cosmos/kv_format.h) reads half the bytes: each thread loads 16-byte pieces of its
+// rows with their scales into registers (the next round's before this round's mma) and stores them
+// into the same bf16 tiles as bf16(scale x q), so the tensor-core work is the bf16 cache's.
 //
 // Block (token t, KV head, split), 8 warps: 4 run the tensor-core work, all 8 copy, rope, combine
 // and merge (measured on the H200: 8 warps instead of 4 took the decode step from 250 to 256 tok/s
@@ -40,10 +44,12 @@
 // with several splits the partials (D + 2 floats per head and split) written and read back once,
 // or with sums (D + 1) floats per head added and 2 (D + 1) zeroed.
 #include <cfloat>
+#include <cstdint>
 
 #include "kernels/decode_attention_detail.cuh"
 #include "kernels/mma_bf16.cuh"
 #include "kernels/ktrace.cuh"
+#include "kernels/kv_quant_row.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels::decode_detail {
@@ -57,10 +63,32 @@ constexpr int kThreads = 2 * kWarps * 32;  // twice as many threads copy, rope a
 constexpr int kRound = 16 * kWarps;  // keys per round
 static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 
+// The int8 cache: 16 int8 values (one 16-byte load) times the row's scale, as 16 bf16 (two 16-byte
+// tile chunks), with the roundings kernels/kv_dequant.cu uses: fp32 product, then round to nearest.
+__device__ __forceinline__ void expand_i8(const uint4 q, float s, uint4& lo, uint4& hi) {
+  const unsigned w[4] = {q.x, q.y, q.z, q.w};
+  unsigned out[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float f[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) f[b] = s * static_cast<float>(static_cast<int>(w[i] << (24 - 8 * b)) >> 24);
+    out[2 * i] = pack_bf16(f[0], f[1]);
+    out[2 * i + 1] = pack_bf16(f[2], f[3]);
+  }
+  lo = make_uint4(out[0], out[1], out[2], out[3]);
+  hi = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
 
 // kSums: the output as sums for the next kernel (DecodeAttentionSums in kernels/decode_attention.cuh):
 // no partials, ticket or merge; Out is unused.
-template <int D, typename Out, bool kSums>
+// kI8: the int8 cache (AttentionArgs::k_scale / v_scale): the K and V rows come into registers
+// (16-byte loads of 16 values, the next round's issued before this round's mma) and go into the
+// same bf16 tiles expanded with their rows' scales, so the mma work is the bf16 kernel's; the
+// newest key's rows are quantized by two warps (kernels/kv_quant_row.cuh) and put into the tiles as
+// a later step will read them.
+template <int D, typename Out, bool kSums, bool kI8>
 __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const AttentionArgs a, const RopeIn rope,
                                                                            const Scratch sc) {
   constexpr int kChunks = D / 8;                     // 16-byte chunks per row
@@ -100,6 +128,9 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   bf16* vc = static_cast<bf16*>(const_cast<void*>(a.v_cache));
   const bf16* k_head = kc + static_cast<std::size_t>(kvh) * D;
   const bf16* v_head = vc + static_cast<std::size_t>(kvh) * D;
+  // int8 cache: [slots, kv_heads, D] int8 and [slots, kv_heads] fp32 scales.
+  const std::int8_t* k8 = static_cast<const std::int8_t*>(a.k_cache) + static_cast<std::size_t>(kvh) * D;
+  const std::int8_t* v8 = static_cast<const std::int8_t*>(a.v_cache) + static_cast<std::size_t>(kvh) * D;
 
   // Copies of round [base, base + kRound): K and V rows; keys >= j1 are zero-filled (finite V for
   // P V, K masked). skip: the newest key, written by this block instead.
@@ -117,6 +148,44 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     }
     cp_async_commit();
   };
+  // int8: fetch_round loads round [base, base + kRound)'s rows and scales into registers (keys >= j1
+  // and `skip` as zeros), store_round expands them into the tiles (leaving row `skip` alone).
+  constexpr int kChunks8 = D / 16;             // 16-byte chunks per int8 row
+  constexpr int kStep8 = kThreads / kChunks8;  // rows per pass
+  constexpr int kRows8 = kRound / kStep8;      // passes per tile
+  static_assert(kRound % kStep8 == 0, "whole passes");
+  const int crow8 = tid / kChunks8, c8 = tid % kChunks8;
+  uint4 k8r[kI8 ? kRows8 : 1], v8r[kI8 ? kRows8 : 1];
+  float k8s[kI8 ? kRows8 : 1], v8s[kI8 ? kRows8 : 1];
+  auto fetch_round = [&](int base, int skip) {
+#pragma unroll
+    for (int i = 0; i < kRows8; ++i) {
+      const int key = base + crow8 + i * kStep8;
+      k8r[i] = v8r[i] = make_uint4(0u, 0u, 0u, 0u);
+      k8s[i] = v8s[i] = 0.0f;
+      if (key < j1 && key != skip) {
+        const std::size_t slot = static_cast<std::size_t>(table[key / bs]) * bs + key % bs;
+        k8r[i] = *reinterpret_cast<const uint4*>(k8 + slot * kvd + c8 * 16);
+        v8r[i] = *reinterpret_cast<const uint4*>(v8 + slot * kvd + c8 * 16);
+        k8s[i] = a.k_scale[slot * a.kv_heads + kvh];
+        v8s[i] = a.v_scale[slot * a.kv_heads + kvh];
+      }
+    }
+  };
+  auto store_round = [&](int base, int skip) {
+#pragma unroll
+    for (int i = 0; i < kRows8; ++i) {
+      const int r = crow8 + i * kStep8;
+      if (base + r == skip) continue;
+      uint4 lo, hi;
+      expand_i8(k8r[i], k8s[i], lo, hi);
+      *reinterpret_cast<uint4*>(smem + tile_offset<D>(r, 2 * c8)) = lo;
+      *reinterpret_cast<uint4*>(smem + tile_offset<D>(r, 2 * c8 + 1)) = hi;
+      expand_i8(v8r[i], v8s[i], lo, hi);
+      *reinterpret_cast<uint4*>(smem + kTileBytes + tile_offset<D>(r, 2 * c8)) = lo;
+      *reinterpret_cast<uint4*>(smem + kTileBytes + tile_offset<D>(r, 2 * c8 + 1)) = hi;
+    }
+  };
   // kSums over several splits: the reference score c = q . k_0 (key 0 is an old key then), its
   // K row copied with the first round.
   __shared__ __align__(16) bf16 s_k0[kSums ? D : 8];
@@ -124,11 +193,24 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   __shared__ float s_f[kMaxGroup];    // per head row: the split's weight in its bucket
   __shared__ int s_bk[kMaxGroup];     // per head row: the bucket (0 or 1)
   if constexpr (kSums) {
-    if (active > 1 && tid < D / 8)
+    if constexpr (kI8) {
+      if (active > 1 && tid < D / 16) {
+        const std::size_t slot0 = static_cast<std::size_t>(table[0]) * bs;
+        uint4 lo, hi;
+        expand_i8(*reinterpret_cast<const uint4*>(k8 + slot0 * kvd + tid * 16), a.k_scale[slot0 * a.kv_heads + kvh], lo, hi);
+        reinterpret_cast<uint4*>(s_k0)[2 * tid] = lo;
+        reinterpret_cast<uint4*>(s_k0)[2 * tid + 1] = hi;
+      }
+    } else if (active > 1 && tid < D / 8) {
       cp_async_16(smem_u32(s_k0) + tid * 16, k_head + static_cast<std::size_t>(table[0]) * bs * kvd + tid * 8, true);
+    }
   }
   const bool newest_here = fused && split == active - 1;  // this block writes the newest key
-  load_round(j0, newest_here ? len - 1 : -1);  // the newest row goes into the tiles directly
+  // The newest row goes into the tiles directly.
+  if constexpr (kI8)
+    fetch_round(j0, newest_here ? len - 1 : -1);
+  else
+    load_round(j0, newest_here ? len - 1 : -1);
 
   // Fused: the rotary embedding of the group's q heads and, in the block holding the newest key,
   // of k (pair i = thread + it x kThreads; h = i / (D / 2) its head, G meaning k). Its angles and
@@ -194,6 +276,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     const float rv = writes_v ? row[vo + tid] : 0.0f;
     const int nr = len - 1 - j0;  // the newest key's row in the first round's tiles (if < kRound)
     bf16* kh = kc + static_cast<std::size_t>(new_slot) * kvd + kvh * D;
+    __shared__ float s_new[kI8 ? 2 : 1][kI8 ? D : 1];  // int8: the newest key's roped K row and V row
 #pragma unroll
     for (int it = 0; it < kIt; ++it) {
       const int i = tid + it * kThreads, h = i / kHalf, p = i % kHalf;
@@ -204,6 +287,9 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       if (h < G) {
         *elem(sQ, h, p) = b1;
         *elem(sQ, h, p + kHalf) = b2;
+      } else if constexpr (kI8) {
+        s_new[0][p] = y1;
+        s_new[0][p + kHalf] = y2;
       } else {
         kh[p] = b1;
         kh[p + kHalf] = b2;
@@ -214,9 +300,32 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       }
     }
     if (writes_v) {
-      const bf16 v = __float2bfloat16(rv + xv);  // xv: the bias, else 0 (as rope_kv.cu adds it)
-      vc[static_cast<std::size_t>(new_slot) * kvd + kvh * D + tid] = v;
-      if (nr < kRound) *elem(sV, nr, tid) = v;
+      if constexpr (kI8) {
+        s_new[1][tid] = rv + xv;
+      } else {
+        const bf16 v = __float2bfloat16(rv + xv);  // xv: the bias, else 0 (as rope_kv.cu adds it)
+        vc[static_cast<std::size_t>(new_slot) * kvd + kvh * D + tid] = v;
+        if (nr < kRound) *elem(sV, nr, tid) = v;
+      }
+    }
+    if constexpr (kI8) {
+      // Warp 0 quantizes the K row, warp 1 the V row, into the cache as cosmos::quantize_kv_row
+      // would; then each lane reads back its own int8 values (and, after the warp's sync, lane 0's
+      // scale) and puts them into the tiles expanded, as a later step's store_round will.
+      __syncthreads();  // s_new complete (newest_here is the same for the whole block)
+      if (newest_here && warp < 2) {
+        const std::size_t row = static_cast<std::size_t>(new_slot) * a.kv_heads + kvh;
+        std::int8_t* q = static_cast<std::int8_t*>(const_cast<void*>(warp ? a.v_cache : a.k_cache)) + row * D;
+        float* scale = const_cast<float*>(warp ? a.v_scale : a.k_scale) + row;
+        quantize_kv_row_warp(s_new[warp], D, q, scale);
+        __syncwarp();
+        if (nr < kRound) {
+          const float s = *scale;
+          const unsigned tile = warp ? sV : sK;
+          for (int e = lane; e < D; e += 32)
+            *elem(tile, nr, e) = __float2bfloat16(s * static_cast<float>(q[e]));
+        }
+      }
     }
   } else {
     for (int i = tid; i < G * D; i += kThreads)
@@ -232,8 +341,14 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   float l[2] = {0.0f, 0.0f};            // this lane's part of the running sums
 
   for (int base = j0;;) {
-    cp_async_wait<0>();
+    if constexpr (kI8)
+      store_round(base, base == j0 && newest_here ? len - 1 : -1);
+    else
+      cp_async_wait<0>();
     __syncthreads();  // the round's tiles (and Q, the newest row) are complete for every warp
+    if constexpr (kI8) {
+      if (base + kRound < j1) fetch_round(base + kRound, -1);  // in flight during this round's mma
+    }
     if (base == j0) KTRACE_LOOP();  // the first round's K/V and Q in shared memory
     if (warp < kWarps) {
 
@@ -301,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     base += kRound;
     if (base >= j1) break;
     __syncthreads();  // every warp is done with the tiles
-    load_round(base, -1);
+    if constexpr (!kI8) load_round(base, -1);
   }
 
   KTRACE_PROLOGUE();  // the rounds done
@@ -483,30 +598,31 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   }  // merged
 }
 
-template <int D>
+template <int D, bool kI8>
 void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
   KTRACE_ARM("decode_attention");
   const dim3 grid(a.n, a.kv_heads, decode_attention_splits(a.n, a.kv_heads));
   if (s.sum_o) {
     dim3 g = grid;
     if (s.sum_splits > 0 && a.n <= 4) g.z = s.sum_splits;  // DecodeAttentionSums::splits
-    launch_pdl(decode_attention_mma_kernel<D, float, true>, g, kThreads, 0, stream, a, r, s);
+    launch_pdl(decode_attention_mma_kernel<D, float, true, kI8>, g, kThreads, 0, stream, a, r, s);
     return;
   }
   switch (a.out_type) {
-    case ElemType::f32: launch_pdl(decode_attention_mma_kernel<D, float, false>, grid, kThreads, 0, stream, a, r, s); break;
-    case ElemType::bf16: launch_pdl(decode_attention_mma_kernel<D, bf16, false>, grid, kThreads, 0, stream, a, r, s); break;
-    case ElemType::f16: launch_pdl(decode_attention_mma_kernel<D, __half, false>, grid, kThreads, 0, stream, a, r, s); break;
+    case ElemType::f32: launch_pdl(decode_attention_mma_kernel<D, float, false, kI8>, grid, kThreads, 0, stream, a, r, s); break;
+    case ElemType::bf16: launch_pdl(decode_attention_mma_kernel<D, bf16, false, kI8>, grid, kThreads, 0, stream, a, r, s); break;
+    case ElemType::f16: launch_pdl(decode_attention_mma_kernel<D, __half, false, kI8>, grid, kThreads, 0, stream, a, r, s); break;
   }
 }
 
 }  // namespace
 
 void launch_decode_attention_mma(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStream_t stream) {
+  const bool i8 = a.k_scale != nullptr;
   if (a.head_dim == 128)
-    launch_d<128>(a, r, s, stream);
+    i8 ? launch_d<128, true>(a, r, s, stream) : launch_d<128, false>(a, r, s, stream);
   else
-    launch_d<64>(a, r, s, stream);
+    i8 ? launch_d<64, true>(a, r, s, stream) : launch_d<64, false>(a, r, s, stream);
 }
 
 }  // namespace cosmos::kernels::decode_detail

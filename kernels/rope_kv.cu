@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/kv_quant_row.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels {
@@ -182,6 +183,58 @@ __global__ void __launch_bounds__(kMaxThreads) rope_kv_kernel(RopeKvArgs a, bool
   }
 }
 
+// int8 cache (a.k_scale set): block = token. Phase 1 rotates q (stored) and k and copies v into
+// shared memory as fp32 rows; phase 2 quantizes each of the token's 2 kv_heads rows (K heads, then V
+// heads) with one warp (kernels/kv_quant_row.cuh).
+template <typename QT>
+__global__ void __launch_bounds__(kMaxThreads) rope_kv_i8_kernel(RopeKvArgs a) {
+  extern __shared__ float4 smem4[];  // [head_dim] cos | sin, then [2 kv_heads, head_dim] the k and v rows
+  pdl_wait();
+  pdl_launch_dependents();
+  float* table = reinterpret_cast<float*>(smem4);
+  const int t = blockIdx.x;
+  const int D = a.head_dim, half = D / 2;
+  const int qd = a.heads * D, kvd = a.kv_heads * D;
+  float* kv = table + D;
+  const float* row = a.qkv + static_cast<std::size_t>(t) * (qd + 2 * kvd);
+  const float* bias = a.bias;
+  fill_table(a, a.positions + 3 * t, half, table);
+  __syncthreads();
+  QT* qo = static_cast<QT*>(a.q) + static_cast<std::size_t>(t) * qd;
+  const int rot = (a.heads + a.kv_heads) * half, items = rot + kvd;
+  for (int w = threadIdx.x; w < items; w += blockDim.x) {
+    if (w < rot) {
+      const int head = w / half, i = w - head * half, off = head * D + i;
+      float x1 = row[off], x2 = row[off + half];
+      if (bias) {
+        x1 += bias[off];
+        x2 += bias[off + half];
+      }
+      float y1, y2;
+      rotate(x1, x2, table[i], table[half + i], y1, y2);
+      if (head < a.heads) {
+        store_elem(qo, off, y1);
+        store_elem(qo, off + half, y2);
+      } else {
+        kv[off - qd] = y1;
+        kv[off - qd + half] = y2;
+      }
+    } else {
+      const int e = w - rot, off = qd + kvd + e;
+      kv[kvd + e] = row[off] + (bias ? bias[off] : 0.0f);
+    }
+  }
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  const std::size_t slot = static_cast<std::size_t>(a.slots[t]);
+  for (int r = threadIdx.x >> 5; r < 2 * a.kv_heads; r += warps) {
+    const bool is_v = r >= a.kv_heads;
+    const int h = is_v ? r - a.kv_heads : r;
+    std::int8_t* out = static_cast<std::int8_t*>(is_v ? a.v_cache : a.k_cache) + slot * kvd + static_cast<std::size_t>(h) * D;
+    quantize_kv_row_warp(kv + static_cast<std::size_t>(r) * D, D, out, (is_v ? a.v_scale : a.k_scale) + slot * a.kv_heads + h);
+  }
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <typename QT, typename KVT>
@@ -204,7 +257,11 @@ void launch_typed(const RopeKvArgs& a, cudaStream_t stream) {
 
 template <typename QT>
 void launch_q(const RopeKvArgs& a, cudaStream_t stream) {
-  if (a.kv_type == ElemType::bf16)
+  if (a.k_scale) {
+    const std::size_t bytes = (static_cast<std::size_t>(a.head_dim) + 2ull * a.kv_heads * a.head_dim) * sizeof(float);
+    launch_pdl(rope_kv_i8_kernel<QT>, dim3(static_cast<unsigned>(a.n)), static_cast<unsigned>(kMaxThreads), bytes,
+               stream, a);
+  } else if (a.kv_type == ElemType::bf16)
     launch_typed<QT, __nv_bfloat16>(a, stream);
   else
     launch_typed<QT, float>(a, stream);
@@ -214,14 +271,19 @@ void launch_q(const RopeKvArgs& a, cudaStream_t stream) {
 
 std::size_t launch_rope_kv(const RopeKvArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return 0;
+  // The int8 path keeps the token's k and v rows in shared memory (without an opt-in: 48 KB).
+  if (a.k_scale && (!a.v_scale || (static_cast<std::size_t>(a.head_dim) + 2ull * a.kv_heads * a.head_dim) * 4 > kMaxTableBytes ||
+                    a.head_dim % 2 != 0))
+    return 0;
   switch (a.q_type) {
     case ElemType::f32: launch_q<float>(a, stream); break;
     case ElemType::bf16: launch_q<__nv_bfloat16>(a, stream); break;
     case ElemType::f16: launch_q<__half>(a, stream); break;
   }
   const std::size_t width = static_cast<std::size_t>(a.heads + 2 * a.kv_heads) * a.head_dim;
+  const std::size_t kv_row = a.k_scale ? a.head_dim + sizeof(float) : a.head_dim * elem_size(a.kv_type);
   const std::size_t out = static_cast<std::size_t>(a.heads) * a.head_dim * elem_size(a.q_type) +
-                          2 * static_cast<std::size_t>(a.kv_heads) * a.head_dim * elem_size(a.kv_type);
+                          2 * static_cast<std::size_t>(a.kv_heads) * kv_row;
   return static_cast<std::size_t>(a.n) * (width * 4 + out + 16);
 }
 

@@ -136,7 +136,7 @@ void SettingsViewModel::setKvCache(const QString& format) {
   emit kvCacheChanged();
 }
 
-QString SettingsViewModel::resolvedKvCache() const { return gpuInUse_ ? QStringLiteral("full") : kvCache_; }
+QString SettingsViewModel::resolvedKvCache() const { return kvCache_; }
 
 cosmos::KvFormat SettingsViewModel::kvFormat() const {
   return resolvedKvCache() == QLatin1String("int8") ? cosmos::KvFormat::int8 : cosmos::KvFormat::full;
@@ -342,14 +342,14 @@ void SettingsViewModel::recomputePrecisionOptions() {
       bytes = static_cast<double>(contextLength_) *
               static_cast<double>(cosmos::kv_bytes_per_token(*config_, f, gpuInUse_ ? 2 : 4));
     o[QStringLiteral("bytes")] = bytes;
-    const bool enabled = f == cosmos::KvFormat::full || !gpuInUse_;
-    o[QStringLiteral("enabled")] = enabled;
+    o[QStringLiteral("enabled")] = true;
     o[QStringLiteral("reason")] =
         f == cosmos::KvFormat::full
             ? (gpuInUse_ ? tr("bf16 keys and values") : tr("fp32 keys and values"))
-            : (enabled ? tr("8-bit keys and values with a scale per token and head: about a quarter of the memory "
-                            "and of the bytes long contexts read each token")
-                       : tr("runs on the CPU backend only for now; the GPU keeps a bf16 cache"));
+            : (gpuInUse_ ? tr("8-bit keys and values with a scale per token and head: about half the memory of bf16, "
+                              "and of the bytes long contexts read each token")
+                         : tr("8-bit keys and values with a scale per token and head: about a quarter of the memory "
+                              "and of the bytes long contexts read each token"));
     kv.append(o);
   }
   kvCacheOptions_ = kv;

@@ -121,8 +121,7 @@ class SettingsViewModel : public QObject {
   Q_INVOKABLE bool isDemoModel(const QString& dir) const;
   // The precision to load: "auto" resolved to the most precise enabled option that fits.
   Q_INVOKABLE QString resolvedPrecision() const;
-  // The KV cache to load: kvCache, except "full" while the GPU is in use (the CUDA backend keeps a
-  // bf16 cache for now; kvCacheOptions says so).
+  // The KV cache to load: kvCache (both backends run both formats).
   Q_INVOKABLE QString resolvedKvCache() const;
   // Sampling back to the recommended values (temperature, top-p, top-k, penalty, max tokens, seed).
   Q_INVOKABLE void resetSampling();

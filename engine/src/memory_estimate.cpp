@@ -71,6 +71,8 @@ MemoryEstimate estimate_memory(const ModelConfig& c, Precision precision, const 
   // Quantized formats on the GPU: the largest layer matrix (gate/up) dequantized to bf16 for the
   // prefill GEMMs.
   if (o.gpu && quantized) e.workspace += 2ull * c.intermediate_size * c.hidden_size * 2;
+  // The int8 KV cache on the GPU: one layer's K and V expanded to bf16 for the prefill attention.
+  if (o.gpu && o.kv_format == KvFormat::int8) e.workspace += 2ull * c.kv_dim() * ctx * 2;
   // ... and the small-batch kernel's fp32 partial sums: 16 column splits x 64 tokens x the larger of q/k/v's
   // rows and the hidden size (kernels/gemm_q_small.cuh, qsmall_scratch_floats).
   if (o.gpu && quantized)

@@ -4,11 +4,15 @@
 // contexts from 1 to 16,384 keys. One CUDA graph of 28 launches (PDL on), each layer with its own
 // cache so that K/V come from DRAM as in the model; per context, the median of 20 replays in us per
 // layer and the GB/s of the K/V rows read, and the same with the output left as sums (the
-// decode step's mode with the fused MLP: DecodeAttentionSums, column "sums").
+// decode step's mode with the fused MLP: DecodeAttentionSums, column "sums"). More columns: the
+// CUDA-core kernel on the bf16 cache ("cores"), and the int8 cache with its scales (cosmos/kv_format.h)
+// on tensor cores ("int8"), with sums ("i8 sums") and on the CUDA-core kernel ("i8 cores"); K/V GB/s
+// counts the bf16 cache's bytes.
 // The attention's neighbours in the engine (the q/k/v and o products) are not part of it: read its
 // figures as the kernel's own time, not as a decode step's share.
 //   bench_decode_attention [--contexts 1,1024,4096]
-// Last line (tests/gpu/run.sh prints it): "decode attention 4096: X.XX us per layer (Y GB/s; sums Z.ZZ), 8192: ...".
+// Last line (tests/gpu/run.sh prints it): "decode attention 4096: X.XX us per layer (Y GB/s; sums Z.ZZ; int8
+// sums W.WW), 8192: ...".
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -48,6 +52,9 @@ T* upload(const std::vector<T>& v) {
 struct Setup {
   int max_ctx = 0, blocks = 0;
   std::vector<__nv_bfloat16*> k, v;  // per layer: [blocks * kBlockSize, kKvHeads, kD] bf16
+  std::vector<void*> k8, v8;         // per layer: [blocks * kBlockSize, kKvHeads, kD] int8
+  std::vector<float*> ks, vs;        // per layer: [blocks * kBlockSize, kKvHeads] fp32 (zeros: the timing
+                                     // does not depend on the values)
   float* qkv = nullptr;              // [1, kWidth] fp32
   float* inv_freq = nullptr;         // [kD / 2]
   std::int32_t* meta = nullptr;      // [table..., table_offset, ctx_len, slot, pos x3]
@@ -72,6 +79,20 @@ Setup make_setup(int max_ctx) {
     bench::fill_bf16(vc, elems, 1.0f, 2 * l + 2);
     s.k.push_back(kc);
     s.v.push_back(vc);
+    void *k8 = nullptr, *v8 = nullptr;
+    float *ks = nullptr, *vs = nullptr;
+    CHECK(cudaMalloc(&k8, elems));
+    CHECK(cudaMalloc(&v8, elems));
+    CHECK(cudaMemset(k8, 0x11, elems));
+    CHECK(cudaMemset(v8, 0x22, elems));
+    CHECK(cudaMalloc(&ks, elems / kD * sizeof(float)));
+    CHECK(cudaMalloc(&vs, elems / kD * sizeof(float)));
+    CHECK(cudaMemset(ks, 0, elems / kD * sizeof(float)));
+    CHECK(cudaMemset(vs, 0, elems / kD * sizeof(float)));
+    s.k8.push_back(k8);
+    s.v8.push_back(v8);
+    s.ks.push_back(ks);
+    s.vs.push_back(vs);
   }
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
@@ -103,8 +124,9 @@ void set_context(Setup& s, int len) {
 }
 
 // us per layer: the median replay of a graph of kLayers launches; sums: each leaves its output as
-// sums (DecodeAttentionSums) and zeroes the previous layer's, as in the engine's decode step.
-float time_layers(Setup& s, cudaStream_t stream, bool sums) {
+// sums (DecodeAttentionSums) and zeroes the previous layer's, as in the engine's decode step;
+// int8: the int8 cache.
+float time_layers(Setup& s, cudaStream_t stream, bool sums, bool int8 = false) {
   const std::int32_t* m = s.meta + s.table.size();
   k::RopeKvArgs r;
   r.qkv = s.qkv;
@@ -136,8 +158,10 @@ float time_layers(Setup& s, cudaStream_t stream, bool sums) {
   cudaGraphExec_t exec;
   CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   for (int l = 0; l < kLayers; ++l) {
-    a.k_cache = r.k_cache = s.k[l];
-    a.v_cache = r.v_cache = s.v[l];
+    a.k_cache = r.k_cache = int8 ? s.k8[l] : static_cast<void*>(s.k[l]);
+    a.v_cache = r.v_cache = int8 ? s.v8[l] : static_cast<void*>(s.v[l]);
+    a.k_scale = r.k_scale = int8 ? s.ks[l] : nullptr;
+    a.v_scale = r.v_scale = int8 ? s.vs[l] : nullptr;
     k::DecodeAttentionSums ds;
     ds.o = s.sums + static_cast<std::size_t>(l) * kSumStride;
     ds.l = ds.o + 2 * kHeads * kD;
@@ -189,19 +213,27 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   Setup s = make_setup(max_ctx);
-  std::printf("\n%8s | %9s | %9s | %9s | %s\n", "context", "us/layer", "K/V GB/s", "sums", "us per token (28 layers)");
+  std::printf("\n%8s | %9s | %9s | %9s | %9s | %9s | %9s | %9s | %s\n", "context", "us/layer", "K/V GB/s", "sums",
+              "cores", "int8", "i8 sums", "i8 cores", "us per token (28 layers)");
   std::string summary;
   for (const int c : contexts) {
     set_context(s, c);
     const float us = time_layers(s, stream, false);
     const float us_sums = time_layers(s, stream, true);
+    const float us_int8 = time_layers(s, stream, false, true);
+    const float us_int8_sums = time_layers(s, stream, true, true);
+    k::set_decode_attention_tensor_cores(false);
+    const float us_cores = time_layers(s, stream, false);
+    const float us_int8_cores = time_layers(s, stream, false, true);
+    k::set_decode_attention_tensor_cores(true);
     const double gbs = 2.0 * c * kKvHeads * kD * 2 / (us * 1e-6) / 1e9;  // the K and V rows read
-    std::printf("%8d | %9.2f | %9.0f | %9.2f | %.0f\n", c, us, gbs, us_sums, us * kLayers);
+    std::printf("%8d | %9.2f | %9.0f | %9.2f | %9.2f | %9.2f | %9.2f | %9.2f | %.0f\n", c, us, gbs, us_sums, us_cores,
+                us_int8, us_int8_sums, us_int8_cores, us * kLayers);
     std::fflush(stdout);
     if (c == 4096 || c == 8192 || c == 16384) {
-      char b[96];
-      std::snprintf(b, sizeof b, "%s%d: %.2f us per layer (%.0f GB/s; sums %.2f)", summary.empty() ? "" : ", ", c, us,
-                    gbs, us_sums);
+      char b[128];
+      std::snprintf(b, sizeof b, "%s%d: %.2f us per layer (%.0f GB/s; sums %.2f; int8 sums %.2f)",
+                    summary.empty() ? "" : ", ", c, us, gbs, us_sums, us_int8_sums);
       summary += b;
     }
   }

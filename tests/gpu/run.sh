@@ -3,8 +3,10 @@
 # (with --golden) the Hugging Face golden data. Logs go to $OUT; a short table is printed last.
 #   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--quant-7b]
 #                    [--bench-batch] [--sanitize]
-# --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five),
-#   and bf16 decoding with the app's default sampling (temperature 0.6, top-p 0.95, penalty 1.05).
+# --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five)
+#   and each KV cache in $COSMOS_BENCH_KV (default: full; "full int8" also runs the int8 cache), and
+#   bf16 decoding with the app's default sampling (temperature 0.6, top-p 0.95, penalty 1.05;
+#   COSMOS_BENCH_APP=0 leaves it out).
 # --bench-batch: cosmos-cli bench --batch on the 7B shape (decode throughput of 1-256 sequences at
 #   once, 128-token prompts, 128 steps): bf16 at every size, fp8 and int8 at 64 and 256
 #   ($OUT/bench_batch_*.json for the plot, docs/plots/plot_batch.py).
@@ -273,26 +275,30 @@ if [ $bench7b = 1 ]; then
   # cosmos-cli bench on the 7B shape with random weights generated on the GPU (no files): prefill
   # 128/2048, decode at depth 0/4096, medians of 3, for each precision.
   bench7b_status=""
+  for kv in ${COSMOS_BENCH_KV:-full}; do
   for prec in ${COSMOS_BENCH_PRECISIONS:-bf16 fp16 int8 fp8 int4}; do
-    "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision $prec --prompt-lens 128,2048 \
-      --depth 0,4096 --gen 128 --reps 3 --json > "$LOGS/bench7b_$prec.json" 2>"$LOGS/bench7b_$prec.err"
-    bench7b_status+="$prec: $(python3 -c "
-import json; j=json.load(open('$LOGS/bench7b_$prec.json'))
+    name=$prec; [ "$kv" = full ] || name="$prec, KV $kv"
+    log="$LOGS/bench7b_${prec}_$kv"
+    "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision $prec \
+      --kv-cache $kv --prompt-lens 128,2048 --depth 0,4096 --gen 128 --reps 3 --json > "$log.json" 2>"$log.err"
+    bench7b_status+="$name: $(python3 -c "
+import json; j=json.load(open('$log.json'))
 p=' '.join('pp%d %.0f tok/s (ttft %.3f s)'%(x['prompt_tokens'],x['tok_per_s'],x['ttft_s']) for x in j['prefill'])
 d=' '.join('tg@%d %.1f tok/s (%.0f%%%s)'%(x['depth'],x['tok_per_s'],x['pct_of_copy_with_kv'],
   '' if i == 0 else ', %.1f%% of tg@%d, bytes allow %.1f%%'%(100*x['speed_vs_first'],j['decode'][0]['depth'],100*x['bytes_bound_vs_first']))
   for i,x in enumerate(j['decode']))
 print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED) | "
-    { echo "== bench 7B $prec"; cat "$LOGS/bench7b_$prec.json" "$LOGS/bench7b_$prec.err"; } >> "$OUT/tests.log"
+    { echo "== bench 7B $name"; cat "$log.json" "$log.err"; } >> "$OUT/tests.log"
+  done
   done
   # Decoding as the app does by default (drawn at temperature 0.6, top-p 0.95, penalty 1.05), bf16.
-  "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision bf16 --prompt-lens 128 \
+  [ "${COSMOS_BENCH_APP:-1}" = 0 ] || { "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision bf16 --prompt-lens 128 \
     --depth 0,4096 --gen 128 --reps 3 --temperature 0.6 --top-p 0.95 --repetition-penalty 1.05 --json \
     > "$LOGS/bench7b_app.json" 2>"$LOGS/bench7b_app.err"
   bench7b_status+="bf16, app sampling: $(python3 -c "
 import json; j=json.load(open('$LOGS/bench7b_app.json'))
 print(' '.join('tg@%d %.1f tok/s'%(x['depth'],x['tok_per_s']) for x in j['decode']))" 2>/dev/null || echo FAILED) | "
-  { echo "== bench 7B bf16, app sampling"; cat "$LOGS/bench7b_app.json" "$LOGS/bench7b_app.err"; } >> "$OUT/tests.log"
+  { echo "== bench 7B bf16, app sampling"; cat "$LOGS/bench7b_app.json" "$LOGS/bench7b_app.err"; } >> "$OUT/tests.log"; }
 fi
 benchbatch_status="not run"
 if [ $benchbatch = 1 ]; then

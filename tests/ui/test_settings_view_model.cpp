@@ -319,15 +319,15 @@ class TestSettingsViewModel : public QObject {
   }
 
   // The KV cache's options at the context length (tiny: 2 layers x K, V x 2 KV heads x 16 values per
-  // token): fp32 on the CPU, bf16 on the GPU, int8 with a 4-byte scale per 16 values on the CPU
-  // only for now; the precision estimates count the chosen one, and a load takes resolvedKvCache().
+  // token): fp32 on the CPU, bf16 on the GPU, int8 with a 4-byte scale per 16 values on both; the
+  // precision estimates count the chosen one, and a load takes resolvedKvCache().
   void kvCacheOptionsPerDevice_data() {
     QTest::addColumn<bool>("gpu");
     QTest::addColumn<double>("fullBytes");
     QTest::addColumn<bool>("int8Enabled");
     QTest::addColumn<QString>("resolved");  // with kvCache "int8"
     QTest::newRow("cpu") << false << 1024.0 * 2 * 2 * 2 * 16 * 4 << true << "int8";
-    QTest::newRow("gpu") << true << 1024.0 * 2 * 2 * 2 * 16 * 2 << false << "full";
+    QTest::newRow("gpu") << true << 1024.0 * 2 * 2 * 2 * 16 * 2 << true << "int8";
   }
   void kvCacheOptionsPerDevice() {
     REQUIRE_TINY();
@@ -346,7 +346,8 @@ class TestSettingsViewModel : public QObject {
     QVERIFY(full.value(QStringLiteral("enabled")).toBool());
     QCOMPARE(int8.value(QStringLiteral("bytes")).toDouble(), 1024.0 * 2 * 2 * 2 * (16 + 4));
     QCOMPARE(int8.value(QStringLiteral("enabled")).toBool(), int8Enabled);
-    if (!int8Enabled) QVERIFY(int8.value(QStringLiteral("reason")).toString().contains(QStringLiteral("CPU")));
+    // The reason compares it with the device's full cache (fp32 on the CPU, bf16 on the GPU).
+    QVERIFY(int8.value(QStringLiteral("reason")).toString().contains(gpu ? QStringLiteral("half") : QStringLiteral("quarter")));
     const double int4Full =
         optionNamed(s.precisionOptions(), QStringLiteral("int4")).value(QStringLiteral("kvCacheBytes")).toDouble();
     QCOMPARE(int4Full, fullBytes);

@@ -10,7 +10,8 @@
 // - norms and biases stay bf16; the KV cache is bf16 on the GPU and fp32 on the CPU, or int8 with an
 //   fp32 scale per (token, KV head) row (EstimateOptions::kv_format, cosmos/kv_format.h);
 // - workspace: activations of one prefill chunk plus fp32 logits and a 32 MiB GEMM workspace; for
-//   a quantized format also the gate/up matrix in bf16 (the GPU dequantizes into it for prefill GEMMs).
+//   a quantized format also the gate/up matrix in bf16 (the GPU dequantizes into it for prefill GEMMs);
+//   with the int8 KV cache on the GPU, one layer's K and V in bf16 (the prefill attention reads them).
 #pragma once
 
 #include <cstdint>

@@ -325,6 +325,7 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   o.hist_off = place(hist_off);
   o.tab = place(tables);  // last: its length changes as sequences grow, the offsets before it do not
   o.n_seqs = n_seqs;
+  o.n_tab = static_cast<int>(tables.size());
   std::int32_t* host = meta_host_ + static_cast<std::size_t>(slot) * meta_ints_;
   at = 0;
   for (const auto* v : {&ids, &pos, &slots, &table_off, &ctx, &sq_start, &sq_len, &sq_ctx0, &sq_toff, &hist_off, &tables}) {

@@ -65,8 +65,10 @@ struct CudaLayer {
   DevMatrix o;                  // [hidden, q_dim]
   DevMatrix gate_up;            // [2 intermediate, hidden]: gate rows, then up
   DevMatrix down;               // [hidden, intermediate], or transposed with the fused decode MLP
-  void* k_cache = nullptr;      // [slots, kv_heads, head_dim] kv type (bf16, or fp32 for reference math)
+  void* k_cache = nullptr;      // [slots, kv_heads, head_dim] kv type (bf16, or fp32 for reference math; int8)
   void* v_cache = nullptr;      // same shape
+  float* k_scale = nullptr;     // int8 cache: [slots, kv_heads] fp32 (cosmos/kv_format.h), else null
+  float* v_scale = nullptr;     // same shape
 };
 
 // Where the weights come from: a checkpoint, or the test-model generator run on the GPU.
@@ -87,6 +89,7 @@ class CudaBackend final : public Backend {
   Precision precision() const override { return precision_; }
   const ModelConfig& config() const override { return config_; }
   KvCache& kv_cache() override { return cache_; }
+  KvFormat kv_format() const override { return kv_format_; }
   BackendMemory memory() const override;
   bool samples_on_device() const override { return true; }
   Status forward(std::span<const SequenceInput> batch, ForwardOutput& out) override;
@@ -94,6 +97,7 @@ class CudaBackend final : public Backend {
  private:
   Error fail(Error e);
   Result<void*> alloc(std::size_t bytes, const char* what);
+  Status alloc_kv_cache();  // every layer's K/V (and the int8 cache's scales and bf16 copy): cuda_kv_cache.cpp
   void release(void*& p);
   // load helpers (cuda_load.cpp)
   Status upload(const WeightSource& src, const std::string& name, void* dst, kernels::ElemType type,
@@ -146,6 +150,7 @@ class CudaBackend final : public Backend {
     std::size_t seq_qstart = 0, seq_qlen = 0, seq_ctx0 = 0, seq_toff = 0;  // per sequence (prefill attention)
     std::size_t hist_off = 0;  // [n_seqs + 1] history CSR offsets (device sampling)
     int n_seqs = 0;
+    int n_tab = 0;             // block-table entries at tab (the int8 cache's prefill expands their blocks)
   };
   struct SampleMode {
     bool on = false, any_penalty = false, all_greedy = false, need_sort = false, any_top_k = false, any_top_p = false;
@@ -220,6 +225,11 @@ class CudaBackend final : public Backend {
   kernels::ElemType wtype_ = kernels::ElemType::bf16;  // matrices (unquantized), norms and biases: bf16 or f16
   std::optional<kernels::QuantKind> quant_;            // int8 / fp8 / int4: the linear weights' and lm_head's format
   kernels::ElemType kvtype_ = kernels::ElemType::bf16;
+  KvFormat kv_format_ = KvFormat::full;  // int8: CudaLayer's k/v caches are int8 with scales
+  // int8 cache: one layer's cache expanded to bf16 for the prefill attention (kernels/kv_dequant.cuh).
+  bf16* kv_shadow_k_ = nullptr;  // [slots, kv_heads, head_dim] bf16
+  bf16* kv_shadow_v_ = nullptr;  // same shape
+  std::uint64_t kv_shadow_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   std::vector<void*> allocations_;
   std::string failed_;

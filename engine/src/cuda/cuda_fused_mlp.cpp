@@ -173,6 +173,8 @@ Status CudaBackend::choose_att_sums() {
   }
   kernels::AttentionArgs probe;
   probe.kv_type = kvtype_;
+  float int8_probe = 0.0f;  // any non-null scale: the int8 cache's kernel (tensor cores) gives sums too
+  if (kv_format_ == KvFormat::int8) probe.k_scale = probe.v_scale = &int8_probe;
   probe.heads = c.num_heads;
   probe.kv_heads = c.num_kv_heads;
   probe.head_dim = c.head_dim;

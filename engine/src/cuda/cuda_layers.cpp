@@ -15,6 +15,7 @@
 #include "kernels/convert_dtype.cuh"
 #include "kernels/decode_attention.cuh"
 #include "kernels/embedding.cuh"
+#include "kernels/kv_dequant.cuh"
 #include "kernels/gemv.cuh"
 #include "kernels/gemv_quant.cuh"
 #include "kernels/matmul_bf16.cuh"
@@ -374,6 +375,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     r.k_cache = L.k_cache;
     r.v_cache = L.v_cache;
     r.kv_type = kvtype_;
+    r.k_scale = L.k_scale;  // int8 cache: the rows' scales (null otherwise)
+    r.v_scale = L.v_scale;
     r.n = N;
     r.heads = c.num_heads;
     r.kv_heads = c.num_kv_heads;
@@ -383,7 +386,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
     // Decode steps with one new token per sequence: RoPE and the KV write run inside the attention
     // kernel (one launch per layer instead of two).
     const bool fuse_rope = decode_att && o.n_seqs == N;
-    if (!fuse_rope) kernels::launch_rope_kv(r, stream_);
+    if (!fuse_rope && kernels::launch_rope_kv(r, stream_) == 0)
+      return fail(make_error(ErrorCategory::internal, "backend.cuda", "the RoPE / KV-cache write refused its inputs"));
     profile_.mark(PassProfile::rope_kv, 0, n * ((Q + 2 * KV) * fp32 + (Q + 2 * KV) * half));
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     if (prefill_att) {
@@ -391,6 +395,26 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.q = static_cast<const bf16*>(q_);
       a.k_cache = static_cast<const bf16*>(L.k_cache);
       a.v_cache = static_cast<const bf16*>(L.v_cache);
+      if (L.k_scale) {
+        // int8 cache: the blocks of this pass's sequences (their new rows included), expanded into
+        // the bf16 copy the prefill kernels read, at the same slots.
+        kernels::KvDequantArgs d;
+        d.k8 = static_cast<const std::int8_t*>(L.k_cache);
+        d.v8 = static_cast<const std::int8_t*>(L.v_cache);
+        d.k_scale = L.k_scale;
+        d.v_scale = L.v_scale;
+        d.blocks = meta_ + o.tab;
+        d.k16 = kv_shadow_k_;
+        d.v16 = kv_shadow_v_;
+        d.n_blocks = o.n_tab;
+        d.block_size = cache_.shape().block_size;
+        d.kv_heads = c.num_kv_heads;
+        d.head_dim = D;
+        if (kernels::launch_kv_dequant(d, stream_) == 0)
+          return fail(make_error(ErrorCategory::internal, "backend.cuda", "the KV cache's expansion refused its inputs"));
+        a.k_cache = kv_shadow_k_;
+        a.v_cache = kv_shadow_v_;
+      }
       a.block_tables = meta_ + o.tab;
       a.q_start = meta_ + o.seq_qstart;
       a.q_len = meta_ + o.seq_qlen;
@@ -425,6 +449,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       a.k_cache = L.k_cache;
       a.v_cache = L.v_cache;
       a.kv_type = kvtype_;
+      a.k_scale = L.k_scale;
+      a.v_scale = L.v_scale;
       a.block_tables = meta_ + o.tab;
       a.table_offset = meta_ + o.toff;
       a.ctx_len = meta_ + o.ctx;

@@ -30,7 +30,7 @@ Error cuda_error(cudaError_t e, const char* call, const char* file, int line) {
 CudaBackend::CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCacheShape shape,
                          const BackendOptions& options)
     : config_(std::move(config)), gpu_(gpu), cache_(shape), precision_(options.precision),
-      reference_math_(options.reference_math), quant_cache_dir_(options.quant_cache_dir),
+      reference_math_(options.reference_math), kv_format_(options.kv_format), quant_cache_dir_(options.quant_cache_dir),
       tune_cache_dir_(options.tune_cache_dir) {
   wtype_ = precision_ == Precision::fp16 ? ElemType::f16 : ElemType::bf16;
   if (const auto f = quant_format_for(precision_))
@@ -382,8 +382,6 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   TRY_ASSIGN(p, weights(H, ElemType::bf16, "the final norm"));
   final_norm_ = static_cast<bf16*>(p);
   TRY(upload(src, "model.norm.weight", final_norm_, ElemType::bf16, H));
-  const auto& s = cache_.shape();
-  const std::size_t slots = static_cast<std::size_t>(s.n_blocks) * s.block_size;
   const std::size_t we = kernels::elem_size(W);
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string pre = "model.layers." + std::to_string(l) + ".";
@@ -427,12 +425,9 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
     TRY(upload_matrix(src, pre + "mlp.up_proj.weight", L.gate_up, FF, FF, H));
     TRY_ASSIGN(L.down, alloc_matrix(H, FF, "down_proj"));
     TRY(upload_matrix(src, pre + "mlp.down_proj.weight", L.down, 0, H, FF));
-    const std::size_t kv_bytes = slots * KV * kernels::elem_size(kvtype_);
-    TRY_ASSIGN(L.k_cache, alloc(kv_bytes, "the KV cache"));
-    TRY_ASSIGN(L.v_cache, alloc(kv_bytes, "the KV cache"));
-    kv_bytes_ += 2 * kv_bytes;
     layers_.push_back(L);
   }
+  TRY(alloc_kv_cache());
   std::vector<float> inv(c.head_dim / 2);
   for (int j = 0; j < c.head_dim / 2; ++j)
     inv[j] = 1.0f / std::pow(static_cast<float>(c.rope_theta), static_cast<float>(2 * j) / static_cast<float>(c.head_dim));
@@ -565,8 +560,8 @@ Status CudaBackend::ensure_workspace(int tokens, int rows) {
                       {reinterpret_cast<void**>(&sel_), rows * H},
                       {reinterpret_cast<void**>(&xm_), H},
                       {reinterpret_cast<void**>(&logits_), static_cast<std::size_t>(rows) * c.vocab_size}};
-  workspace_bytes_ = decode_scratch_bytes_ + att_sums_bytes_ + kGemmWorkspace + sample_ws_bytes_ + dq_elems_ * 2 +
-                     qsmall_scratch_.partial_floats * 4 + static_cast<std::size_t>(qsmall_scratch_.ticket_count) * 4;
+  workspace_bytes_ = kv_shadow_bytes_ + decode_scratch_bytes_ + att_sums_bytes_ + kGemmWorkspace + sample_ws_bytes_ +
+                     dq_elems_ * 2 + qsmall_scratch_.partial_floats * 4 + static_cast<std::size_t>(qsmall_scratch_.ticket_count) * 4;
   for (const Buf& b : bufs) {
     auto p = alloc(b.floats * sizeof(float), "activations");
     if (!p) return p.error();

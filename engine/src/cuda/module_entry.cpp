@@ -39,13 +39,6 @@ Result<std::unique_ptr<Backend>> module_create_backend(const std::filesystem::pa
                                                        const BackendOptions& options) {
   const kernels::GpuQuery q = kernels::query_gpus();
   if (q.gpus.empty()) return make_error(ErrorCategory::unsupported_model, "backend.no_gpu", q.why_none);
-  // The int8 KV cache (cosmos/kv_format.h) runs on the CPU backend only: its CUDA kernels were built
-  // and measured in session 59 but are not on main (docs/PERFORMANCE.md, session 59). After the GPU
-  // check, so that a machine without a GPU is told that first.
-  if (options.kv_format != KvFormat::full)
-    return make_error(ErrorCategory::unsupported_model, "backend.kv_format",
-                      "the CUDA backend keeps its KV cache in bf16: an int8 KV cache runs on the CPU backend only, "
-                      "for now (choose KV cache \"full\", or the CPU device)");
   auto config = load_model_config(model_dir / "config.json");
   if (!config) return config.error();
   // Random weights (benchmarks) need only config.json; else the checkpoint must hold the text model.
@@ -68,6 +61,9 @@ Result<std::unique_ptr<Backend>> module_create_backend(const std::filesystem::pa
   const bool needs_reference_attention =
       options.reference_math || !kernels::prefill_attention_supports(config->num_heads, config->num_kv_heads,
                                                                      config->head_dim);
+  if (needs_reference_attention && options.kv_format != KvFormat::full)
+    return make_error(ErrorCategory::unsupported_model, "backend.kv_format",
+                      "an int8 KV cache needs the flash attention kernels (head_dim 64 or 128, no reference math)");
   const int context = needs_reference_attention ? std::min(options.context_tokens, kernels::attention_max_context())
                                                 : options.context_tokens;
   if (context < options.context_tokens)
