@@ -310,21 +310,18 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     }
     if constexpr (kI8) {
       // Warp 0 quantizes the K row, warp 1 the V row, into the cache as cosmos::quantize_kv_row
-      // would; then each lane reads back its own int8 values (and, after the warp's sync, lane 0's
-      // scale) and puts them into the tiles expanded, as a later step's store_round will.
+      // would, and each lane puts the values it made into the tiles expanded (from registers, not
+      // read back from the cache), as a later step's store_round will.
       __syncthreads();  // s_new complete (newest_here is the same for the whole block)
       if (newest_here && warp < 2) {
         const std::size_t row = static_cast<std::size_t>(new_slot) * a.kv_heads + kvh;
         std::int8_t* q = static_cast<std::int8_t*>(const_cast<void*>(warp ? a.v_cache : a.k_cache)) + row * D;
         float* scale = const_cast<float*>(warp ? a.v_scale : a.k_scale) + row;
-        quantize_kv_row_warp(s_new[warp], D, q, scale);
-        __syncwarp();
-        if (nr < kRound) {
-          const float s = *scale;
-          const unsigned tile = warp ? sV : sK;
-          for (int e = lane; e < D; e += 32)
-            *elem(tile, nr, e) = __float2bfloat16(s * static_cast<float>(q[e]));
-        }
+        const unsigned tile = warp ? sV : sK;
+        const bool in_tile = nr < kRound;
+        quantize_kv_row_warp(s_new[warp], D, q, scale, [&](int e, float s, int qe) {
+          if (in_tile) *elem(tile, nr, e) = __float2bfloat16(s * static_cast<float>(qe));
+        });
       }
     }
   } else {
@@ -341,10 +338,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   float l[2] = {0.0f, 0.0f};            // this lane's part of the running sums
 
   for (int base = j0;;) {
-    if constexpr (kI8)
+    if constexpr (kI8) {
       store_round(base, base == j0 && newest_here ? len - 1 : -1);
-    else
+    } else {
       cp_async_wait<0>();
+    }
     __syncthreads();  // the round's tiles (and Q, the newest row) are complete for every warp
     if constexpr (kI8) {
       if (base + kRound < j1) fetch_round(base + kRound, -1);  // in flight during this round's mma

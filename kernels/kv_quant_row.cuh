@@ -8,8 +8,18 @@
 
 namespace cosmos::kernels {
 
-// Every lane of the warp calls it with the same x (shared or global memory), n and outputs.
-__device__ __forceinline__ void quantize_kv_row_warp(const float* x, int n, std::int8_t* q, float* scale) {
+struct NoEmit {
+  __device__ void operator()(int, float, int) const {}
+};
+
+// Every lane of the warp calls it with the same x (shared or global memory), n, q and scale.
+// x: [n] fp32; q: [n] int8 (4-byte aligned); n a multiple of 4. Each lane quantizes the runs of
+// four values at 4 x lane + 128 k and stores each run as one 32-bit word. Returns the scale to
+// every lane, and calls emit(i, scale, q_i) for each value the lane made, so a caller can use the
+// quantized row without reading it back from memory.
+template <typename Emit = NoEmit>
+__device__ __forceinline__ float quantize_kv_row_warp(const float* x, int n, std::int8_t* q, float* scale,
+                                                      Emit emit = {}) {
   const int lane = threadIdx.x & 31;
   float amax = 0.0f;
   bool finite = true;
@@ -22,9 +32,19 @@ __device__ __forceinline__ void quantize_kv_row_warp(const float* x, int n, std:
   finite = __all_sync(0xffffffffu, finite);
   const bool zero = !finite || amax == 0.0f;
   const float inv = zero ? 0.0f : __fdiv_rn(127.0f, amax);
-  for (int i = lane; i < n; i += 32)
-    q[i] = zero ? std::int8_t{0} : static_cast<std::int8_t>(fminf(fmaxf(rintf(__fmul_rn(x[i], inv)), -127.0f), 127.0f));
-  if (lane == 0) *scale = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
+  const float s = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
+  for (int i = 4 * lane; i < n; i += 128) {
+    std::uint32_t word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int v = zero ? 0 : static_cast<int>(fminf(fmaxf(rintf(__fmul_rn(x[i + j], inv)), -127.0f), 127.0f));
+      word |= (static_cast<std::uint32_t>(v) & 0xffu) << (8 * j);
+      emit(i + j, s, v);
+    }
+    *reinterpret_cast<std::uint32_t*>(q + i) = word;
+  }
+  if (lane == 0) *scale = s;
+  return s;
 }
 
 }  // namespace cosmos::kernels
