@@ -63,24 +63,6 @@ constexpr int kThreads = 2 * kWarps * 32;  // twice as many threads copy, rope a
 constexpr int kRound = 16 * kWarps;  // keys per round
 static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 
-// The int8 cache: 16 int8 values (one 16-byte load) times the row's scale, as 16 bf16 (two 16-byte
-// tile chunks), with the roundings kernels/kv_dequant.cu uses: fp32 product, then round to nearest.
-__device__ __forceinline__ void expand_i8(const uint4 q, float s, uint4& lo, uint4& hi) {
-  const unsigned w[4] = {q.x, q.y, q.z, q.w};
-  unsigned out[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float f[4];
-#pragma unroll
-    for (int b = 0; b < 4; ++b) f[b] = s * static_cast<float>(static_cast<int>(w[i] << (24 - 8 * b)) >> 24);
-    out[2 * i] = pack_bf16(f[0], f[1]);
-    out[2 * i + 1] = pack_bf16(f[2], f[3]);
-  }
-  lo = make_uint4(out[0], out[1], out[2], out[3]);
-  hi = make_uint4(out[4], out[5], out[6], out[7]);
-}
-
-
 // kSums: the output as sums for the next kernel (DecodeAttentionSums in kernels/decode_attention.cuh):
 // no partials, ticket or merge; Out is unused.
 // kI8: the int8 cache (AttentionArgs::k_scale / v_scale): the K and V rows come into registers
@@ -178,10 +160,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       const int r = crow8 + i * kStep8;
       if (base + r == skip) continue;
       uint4 lo, hi;
-      expand_i8(k8r[i], k8s[i], lo, hi);
+      expand_kv_i8(k8r[i], k8s[i], lo, hi);
       *reinterpret_cast<uint4*>(smem + tile_offset<D>(r, 2 * c8)) = lo;
       *reinterpret_cast<uint4*>(smem + tile_offset<D>(r, 2 * c8 + 1)) = hi;
-      expand_i8(v8r[i], v8s[i], lo, hi);
+      expand_kv_i8(v8r[i], v8s[i], lo, hi);
       *reinterpret_cast<uint4*>(smem + kTileBytes + tile_offset<D>(r, 2 * c8)) = lo;
       *reinterpret_cast<uint4*>(smem + kTileBytes + tile_offset<D>(r, 2 * c8 + 1)) = hi;
     }
@@ -197,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       if (active > 1 && tid < D / 16) {
         const std::size_t slot0 = static_cast<std::size_t>(table[0]) * bs;
         uint4 lo, hi;
-        expand_i8(*reinterpret_cast<const uint4*>(k8 + slot0 * kvd + tid * 16), a.k_scale[slot0 * a.kv_heads + kvh], lo, hi);
+        expand_kv_i8(*reinterpret_cast<const uint4*>(k8 + slot0 * kvd + tid * 16), a.k_scale[slot0 * a.kv_heads + kvh], lo, hi);
         reinterpret_cast<uint4*>(s_k0)[2 * tid] = lo;
         reinterpret_cast<uint4*>(s_k0)[2 * tid + 1] = hi;
       }

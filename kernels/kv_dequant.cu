@@ -2,33 +2,13 @@
 // thread item (one 16-byte int8 load, two 16-byte bf16 stores), the row's scale read per item.
 #include "kernels/kv_dequant.cuh"
 
+#include "kernels/kv_quant_row.cuh"
 #include "kernels/pdl.cuh"
 
 namespace cosmos::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-
-// 16 int8 values x scale as 16 bf16 (two uint4).
-__device__ __forceinline__ void expand16(const uint4 q, float s, uint4& lo, uint4& hi) {
-  const unsigned w[4] = {q.x, q.y, q.z, q.w};
-  unsigned out[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float f[4];
-#pragma unroll
-    for (int b = 0; b < 4; ++b) f[b] = s * static_cast<float>(static_cast<int>(w[i] << (24 - 8 * b)) >> 24);
-    out[2 * i] = pack2(f[0], f[1]);
-    out[2 * i + 1] = pack2(f[2], f[3]);
-  }
-  lo = make_uint4(out[0], out[1], out[2], out[3]);
-  hi = make_uint4(out[4], out[5], out[6], out[7]);
-}
 
 __global__ void __launch_bounds__(kThreads) kv_dequant_kernel(const KvDequantArgs a) {
   pdl_wait();
@@ -46,7 +26,7 @@ __global__ void __launch_bounds__(kThreads) kv_dequant_kernel(const KvDequantArg
     const uint4 q = *reinterpret_cast<const uint4*>((v ? a.v8 : a.k8) + e);
     const float s = (v ? a.v_scale : a.k_scale)[r];
     uint4 lo, hi;
-    expand16(q, s, lo, hi);
+    expand_kv_i8(q, s, lo, hi);
     uint4* out = reinterpret_cast<uint4*>((v ? a.v16 : a.k16) + e);
     out[0] = lo;
     out[1] = hi;

@@ -1,8 +1,10 @@
-// One warp turns one fp32 row of the KV cache into the int8 cache's row and scale, with the
+// The int8 KV cache's rows on the GPU, both ways. quantize_kv_row_warp: one warp turns one fp32 row of the KV cache into the int8 cache's row and scale, with the
 // operations of cosmos::quantize_kv_row (cosmos/kv_format.h), so both give the same bytes for the
 // same fp32 row: amax = max |x|; scale = amax / 127 and q = rint(x * (127 / amax)) clamped to +-127;
 // a zero row gets scale 0, a row with a non-finite value scale NaN; both get q = 0.
 #pragma once
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
 
@@ -45,6 +47,25 @@ __device__ __forceinline__ float quantize_kv_row_warp(const float* x, int n, std
   }
   if (lane == 0) *scale = s;
   return s;
+}
+
+// 16 int8 values (one 16-byte load) times their row's scale as 16 bf16 (two 16-byte stores): the
+// fp32 product rounded to nearest, the rounding every reader of the int8 cache uses (the decode
+// attention's tiles, kv_dequant.cu's bf16 copy for prompts).
+__device__ __forceinline__ void expand_kv_i8(const uint4 q, float s, uint4& lo, uint4& hi) {
+  const unsigned w[4] = {q.x, q.y, q.z, q.w};
+  unsigned out[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float f[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) f[b] = s * static_cast<float>(static_cast<int>(w[i] << (24 - 8 * b)) >> 24);
+    const __nv_bfloat162 p0 = __floats2bfloat162_rn(f[0], f[1]), p1 = __floats2bfloat162_rn(f[2], f[3]);
+    out[2 * i] = *reinterpret_cast<const unsigned*>(&p0);
+    out[2 * i + 1] = *reinterpret_cast<const unsigned*>(&p1);
+  }
+  lo = make_uint4(out[0], out[1], out[2], out[3]);
+  hi = make_uint4(out[4], out[5], out[6], out[7]);
 }
 
 }  // namespace cosmos::kernels
