@@ -186,11 +186,24 @@ Item {
                         currentIndex: Math.max(0, sizes.indexOf(settings.contextLength))
                         Layout.preferredWidth: 200
                         Accessible.name: qsTr("Context length")
+                        Accessible.description: contextHint.text
                         onActivated: (i) => {
                             if (sizes[i] === settings.contextLength) return
                             settings.contextLength = sizes[i]
                             root.reloadIfLoaded()
                         }
+                    }
+                    // The cache holds this many tokens for all answers together; one conversation ends at the
+                    // model's last position (the live panel's "of N tokens").
+                    Label {
+                        id: contextHint
+                        visible: settings.contextLength > settings.maxContextLength
+                        text: visible ? qsTr("This model's positions end at %1 tokens: one conversation holds at most that many.")
+                                            .arg(settings.maxContextLength.toLocaleString(Qt.locale(), "f", 0)) : ""
+                        color: Theme.muted
+                        font.pointSize: Theme.smallFontSize
+                        wrapMode: Text.Wrap
+                        Layout.fillWidth: true
                     }
                 }
                 RowLayout {
@@ -204,7 +217,7 @@ Item {
                         Layout.preferredWidth: 200
                         Accessible.name: qsTr("KV cache")
                         Accessible.description: kvHint.text
-                        // On the GPU only "full" runs for now: the box is off and the hint says why.
+                        // Off only when a format cannot run where the model runs; the hint then says why.
                         enabled: options.every(o => o.enabled)
                         onActivated: (i) => {
                             if (options[i].name === settings.kvCache) return
