@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "bench_batch.h"
 #include "cli_common.h"
 #include "cosmos/cuda_backend.h"
+#include "cosmos/gpu_clocks.h"
 #include "cosmos/model_loader.h"
 #include "cosmos/memory_estimate.h"
 #include "cosmos/model_tensors.h"
@@ -30,6 +32,16 @@ namespace cosmos::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+nlohmann::json clocks_json(const ClockSummary& c) {
+  if (c.samples == 0) return nlohmann::json();
+  return {{"samples", c.samples},           {"sm_mhz_min", c.sm_mhz_min},
+          {"sm_mhz_mean", c.sm_mhz_mean},   {"sm_mhz_max", c.sm_mhz_max},
+          {"sm_mhz_limit", c.sm_mhz_limit}, {"power_w_mean", c.power_w_mean},
+          {"power_cap_share", c.power_cap_share}, {"thermal_share", c.thermal_share},
+          {"slowdown_share", c.slowdown_share},   {"slowdown_reasons", c.reasons_seen}};
+}
+
 
 struct BenchArgs {
   std::string model;
@@ -49,6 +61,7 @@ struct BenchArgs {
   int batch_prompt = 128;
   int batch_gen = 128;
   bool json = false;
+  bool no_clocks = false;  // --no-clocks: do not sample the GPU's clock (NVML) while timing
 };
 
 Result<std::vector<int>> parse_list(const std::string& s, const char* what) {
@@ -272,6 +285,16 @@ int run_bench(const BenchArgs& a) {
 
   nlohmann::json prefill = nlohmann::json::array(), decode = nlohmann::json::array();
   ForwardOutput out;
+  // The GPU's SM clock and its slowdown reasons while the decode steps are timed (NVML), so that a
+  // measurement the driver slowed (the power cap after a long prompt) says so.
+  std::optional<ClockSampler> clocks;
+  std::string clocks_note;
+  std::vector<ClockSummary> clock_summaries;  // per depth, when sampled
+  if (b.name() == "cuda" && !a.no_clocks) {
+    auto src = open_nvml_clock_source(gpu_pci_bus_id());
+    if (src) clocks.emplace(std::move(*src));
+    else clocks_note = src.error().message;
+  }
   for (int len : *prompt_lens) {
     if (len < 1) continue;
     std::vector<double> tps, ttft;
@@ -293,11 +316,13 @@ int run_bench(const BenchArgs& a) {
   for (int depth : *depths) {
     std::vector<double> tps;
     int ahead = 0;  // steps the backend had submitted before they were asked for (CUDA)
+    std::vector<ClockSample> clock_samples;  // over the timed steps of every rep
     for (int r = 0; r < a.reps; ++r) {
       const SeqId seq = b.kv_cache().create_sequence();
       history.clear();
       if (auto st = forward(seq, random_ids(std::max(depth, 1)), out); !st) return report(st.error());
       TokenId next = next_token(out);
+      if (clocks) clocks->start();
       const auto t0 = Clock::now();
       for (int g = 0; g < a.gen; ++g) {
         if (auto st = forward(seq, {next}, out); !st) return report(st.error());
@@ -305,6 +330,10 @@ int run_bench(const BenchArgs& a) {
         ahead += out.ran_ahead ? 1 : 0;
       }
       tps.push_back(a.gen / seconds(t0, Clock::now()));
+      if (clocks) {
+        (void)clocks->stop();
+        clock_samples.insert(clock_samples.end(), clocks->samples().begin(), clocks->samples().end());
+      }
       b.kv_cache().free_sequence(seq);
     }
     const double t = median(tps);
@@ -321,7 +350,10 @@ int run_bench(const BenchArgs& a) {
                       // The speed this depth would keep against the first depth measured if every step
                       // ran at the same bandwidth: the bytes alone's bound on the ratio of the two.
                       {"bytes_bound_vs_first", 0.0},
-                      {"speed_vs_first", 0.0}});
+                      {"speed_vs_first", 0.0},
+                      {"clocks", clocks ? clocks_json(clock_summaries.emplace_back(summarize_clocks(
+                                                  clock_samples, clocks->source().sm_mhz_limit)))
+                                        : nlohmann::json()}});
   }
   for (auto& d : decode) {
     const double first_bytes = static_cast<double>(step_bytes) + decode.front()["kv_bytes_per_step"].get<double>();
@@ -343,6 +375,8 @@ int run_bench(const BenchArgs& a) {
       {"kv_cache", to_string(b.kv_format())},
       {"load_s", load_s},
       {"copy_gb_per_s", copy_gbps},
+      {"clock_source", clocks ? clocks->source().device : std::string()},
+      {"clocks_unavailable", clocks_note},
       {"bytes_per_decode_step", step_bytes},
       {"reps", a.reps},
       {"gen_tokens", a.gen},
@@ -378,7 +412,11 @@ int run_bench(const BenchArgs& a) {
     if (&d != &decode.front())
       std::printf("  against depth %d: %.1f%% of its speed; the bytes alone allow %.1f%%\n", decode.front()["depth"].get<int>(),
                   100.0 * d["speed_vs_first"].get<double>(), 100.0 * d["bytes_bound_vs_first"].get<double>());
+    if (const std::size_t i = static_cast<std::size_t>(&d - &decode.front()); i < clock_summaries.size() &&
+                                                                              clock_summaries[i].samples > 0)
+      std::printf("  %s\n", describe_clocks(clock_summaries[i]).c_str());
   }
+  if (!clocks_note.empty()) std::printf("SM clock not sampled: %s\n", clocks_note.c_str());
   double single = 0;
   for (const auto& r : batches)
     if (r["batch"].get<int>() == 1) single = r["per_stream_tok_per_s"].get<double>();
@@ -435,6 +473,7 @@ void register_bench(CLI::App& app, RunFn& run) {
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "machine-readable output");
+  cmd->add_flag("--no-clocks", a->no_clocks, "GPU: do not sample the SM clock and its slowdown reasons (NVML) while timing");
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });
 }
 

@@ -59,7 +59,8 @@ LoadedModule open_module(const std::string& path) {
   using Entry = const CudaModuleV1* (*)();
   const CudaModuleV1* api = reinterpret_cast<Entry>(sym)();
   if (!api || api->abi_version != kCudaModuleAbiVersion || api->backend_options_size != sizeof(BackendOptions) ||
-      api->error_size != sizeof(Error) || !api->create_backend || !api->memory_info || !api->copy_bandwidth_gbps) {
+      api->error_size != sizeof(Error) || !api->create_backend || !api->memory_info || !api->copy_bandwidth_gbps ||
+      !api->pci_bus_id) {
     m.status.why_not = "cannot load the CUDA backend: " + path +
                        " comes from another build of Cosmos Chat (module interface " +
                        (api ? std::to_string(api->abi_version) : std::string("?")) + ", this engine needs " +
@@ -211,6 +212,13 @@ std::optional<DeviceMemoryInfo> gpu_memory_info() {
 double gpu_copy_bandwidth_gbps() {
   const LoadedModule& m = module();
   return m.api ? m.api->copy_bandwidth_gbps() : 0.0;
+}
+
+std::string gpu_pci_bus_id() {
+  const LoadedModule& m = module();
+  char id[32] = {};
+  if (!m.api || !m.api->pci_bus_id(id, static_cast<int>(sizeof(id) - 1))) return {};
+  return id;
 }
 
 Result<std::unique_ptr<Backend>> create_cuda_backend(const std::filesystem::path& model_dir,

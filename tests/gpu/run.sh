@@ -286,6 +286,7 @@ import json; j=json.load(open('$log.json'))
 p=' '.join('pp%d %.0f tok/s (ttft %.3f s)'%(x['prompt_tokens'],x['tok_per_s'],x['ttft_s']) for x in j['prefill'])
 d=' '.join('tg@%d %.1f tok/s (%.0f%%%s)'%(x['depth'],x['tok_per_s'],x['pct_of_copy_with_kv'],
   '' if i == 0 else ', %.1f%% of tg@%d, bytes allow %.1f%%'%(100*x['speed_vs_first'],j['decode'][0]['depth'],100*x['bytes_bound_vs_first']))
+  + ('' if not x.get('clocks') else ' [SM %.0f MHz, slowed %.0f%%]'%(x['clocks']['sm_mhz_mean'],100*x['clocks']['slowdown_share']))
   for i,x in enumerate(j['decode']))
 print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED) | "
     { echo "== bench 7B $name"; cat "$log.json" "$log.err"; } >> "$OUT/tests.log"

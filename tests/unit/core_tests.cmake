@@ -19,6 +19,8 @@ target_include_directories(test_cuda_module PRIVATE ${PROJECT_SOURCE_DIR}/engine
 cosmos_add_gtest(test_cpu_quant LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_quant.cpp
                  ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_kv_int8.cpp)
 cosmos_add_gtest(test_quant_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_cache.cpp)
+# The GPU clock sampler (cosmos/gpu_clocks.h): summaries, its thread with a fake source, NVML absent.
+cosmos_add_gtest(test_gpu_clocks LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_clocks.cpp)
 cosmos_add_gtest(test_tune_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tune_cache.cpp)
 # The CPU backend's matrix product (engine/src/cpu/cpu_ops.cpp) against a float64 reference.
 cosmos_add_gtest(test_cpu_matmul LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_matmul.cpp)

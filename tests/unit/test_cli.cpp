@@ -267,6 +267,10 @@ TEST_F(Cli, BenchReportsEveryFigureAsJson) {
   EXPECT_GT(j["memory"]["weights"].get<double>(), 0.0);
   EXPECT_EQ(j["repetition_penalty"].get<double>(), 1.0);
   EXPECT_EQ(j["decode"][0]["steps_ran_ahead"].get<double>(), 0.0);  // the CPU backend runs no step ahead
+  // GPU clocks are sampled for the CUDA backend only: nothing here, and no complaint about NVML.
+  EXPECT_TRUE(j["decode"][0]["clocks"].is_null());
+  EXPECT_EQ(j["clock_source"], "");
+  EXPECT_EQ(j["clocks_unavailable"], "");
   // K/V read per step: the CPU cache's fp32 keys and values of every layer, over the timed steps'
   // mean context (depth 40, 4 steps: 41 ... 44 tokens; depth 0 starts from one token).
   const auto cfg = nlohmann::json::parse(read(m / "config.json"));
@@ -289,6 +293,7 @@ TEST_F(Cli, BenchReportsEveryFigureAsJson) {
   EXPECT_NE(text.out.find("of K/V ("), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("against depth 0: "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("the bytes alone allow"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("SM clock"), std::string::npos) << text.out;
 }
 
 TEST_F(Cli, BenchDecodesWithARepetitionPenalty) {

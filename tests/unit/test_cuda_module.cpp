@@ -48,6 +48,7 @@ class CudaModuleTest : public ::testing::Test {
     EXPECT_TRUE(contains(st.why_not, must_mention)) << st.why_not;
     EXPECT_FALSE(gpu_memory_info().has_value());
     EXPECT_EQ(gpu_copy_bandwidth_gbps(), 0.0);
+    EXPECT_EQ(gpu_pci_bus_id(), "");
 
     auto gpu = create_cuda_backend(testing::tiny_model_dir(), BackendOptions{});
     ASSERT_FALSE(gpu.ok());

@@ -45,6 +45,10 @@ std::optional<DeviceMemoryInfo> gpu_memory_info();
 // benchmarks compare against. 0 without a usable GPU.
 double gpu_copy_bandwidth_gbps();
 
+// The PCI bus id of the GPU the CUDA backend uses ("00000000:1A:00.0"), for NVML's view of the same
+// device (cosmos/gpu_clocks.h); empty without a usable GPU.
+std::string gpu_pci_bus_id();
+
 // Errors: "backend.no_gpu" (unsupported_model) with the reason (the module cannot be loaded and
 // why, or the CUDA runtime's reason); "backend.gpu_memory" (out_of_memory) with needed and free
 // bytes; "backend.cuda" (internal) with call, file and line; the model folder's own errors.

@@ -15,7 +15,7 @@
 namespace cosmos {
 
 // Bump when the table or any type passed through it changes.
-inline constexpr int kCudaModuleAbiVersion = 2;  // 2: BackendOptions::kv_format, Backend::kv_format()
+inline constexpr int kCudaModuleAbiVersion = 3;  // 2: BackendOptions::kv_format, Backend::kv_format(); 3: pci_bus_id
 
 struct CudaModuleV1 {
   int abi_version;                   // kCudaModuleAbiVersion of the module's build
@@ -26,6 +26,7 @@ struct CudaModuleV1 {
                                                      const BackendOptions& options);
   bool (*memory_info)(std::uint64_t* used, std::uint64_t* total);  // false without a usable GPU
   double (*copy_bandwidth_gbps)();                                 // 0 without a usable GPU
+  bool (*pci_bus_id)(char* out, int size);  // the backend's GPU's PCI bus id; false without a usable GPU
 };
 
 }  // namespace cosmos

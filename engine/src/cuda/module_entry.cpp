@@ -35,6 +35,17 @@ double module_copy_bandwidth_gbps() {
   return kernels::measure_copy_gbps();
 }
 
+// The GPU module_create_backend() uses (the first usable one), as "0000:1A:00.0".
+bool module_pci_bus_id(char* out, int size) {
+  const kernels::GpuQuery q = kernels::query_gpus();
+  if (q.gpus.empty() || size <= 0) return false;
+  if (cudaDeviceGetPCIBusId(out, size, q.gpus[0].index) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
 Result<std::unique_ptr<Backend>> module_create_backend(const std::filesystem::path& model_dir,
                                                        const BackendOptions& options) {
   const kernels::GpuQuery q = kernels::query_gpus();
@@ -81,7 +92,7 @@ Result<std::unique_ptr<Backend>> module_create_backend(const std::filesystem::pa
 
 constexpr CudaModuleV1 kModule{
     kCudaModuleAbiVersion, sizeof(BackendOptions), sizeof(Error),
-    &module_create_backend, &module_memory_info, &module_copy_bandwidth_gbps,
+    &module_create_backend, &module_memory_info, &module_copy_bandwidth_gbps, &module_pci_bus_id,
 };
 
 }  // namespace
