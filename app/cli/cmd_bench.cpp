@@ -52,6 +52,7 @@ struct BenchArgs {
   std::string prompt_lens = "128,2048";
   std::string depths = "0,4096";
   int gen = 256;
+  int settle_ms = 0;  // --settle-ms: idle this long after each depth's prompt before timing (diagnosis)
   int reps = 5;
   int threads = 0;
   float repetition_penalty = 1.0f;  // decoding with this repetition penalty (the app's default is 1.05)
@@ -322,6 +323,13 @@ int run_bench(const BenchArgs& a) {
       history.clear();
       if (auto st = forward(seq, random_ids(std::max(depth, 1)), out); !st) return report(st.error());
       TokenId next = next_token(out);
+      if (a.settle_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(a.settle_ms));
+        // A step the GPU ran ahead during the pause is done by now: take it untimed, so that the
+        // timed steps start as they do without a pause (the next one just submitted).
+        if (auto st = forward(seq, {next}, out); !st) return report(st.error());
+        next = next_token(out);
+      }
       if (clocks) clocks->start();
       const auto t0 = Clock::now();
       for (int g = 0; g < a.gen; ++g) {
@@ -339,7 +347,8 @@ int run_bench(const BenchArgs& a) {
     const double t = median(tps);
     const double gbps = t * static_cast<double>(step_bytes) / 1e9;
     // The timed steps attend over max(depth, 1) + 1 ... max(depth, 1) + gen tokens.
-    const double kv_step = kv_per_token * (std::max(depth, 1) + (a.gen + 1) / 2.0);
+    // (--settle-ms: one untimed step comes first.)
+    const double kv_step = kv_per_token * (std::max(depth, 1) + (a.settle_ms > 0 ? 1 : 0) + (a.gen + 1) / 2.0);
     const double kv_gbps = t * kv_step / 1e9;
     decode.push_back({{"depth", depth}, {"tok_per_s", t}, {"weight_gb_per_s", gbps},
                       {"steps_ran_ahead", static_cast<double>(ahead) / std::max(1, a.gen * a.reps)},
@@ -380,6 +389,7 @@ int run_bench(const BenchArgs& a) {
       {"bytes_per_decode_step", step_bytes},
       {"reps", a.reps},
       {"gen_tokens", a.gen},
+      {"settle_ms", a.settle_ms},
       {"repetition_penalty", a.repetition_penalty},
       {"temperature", a.temperature},
       {"top_p", a.top_p},
@@ -450,6 +460,11 @@ void register_bench(CLI::App& app, RunFn& run) {
   cmd->add_option("--prompt-lens", a->prompt_lens, "prompt lengths for prefill, comma-separated")->capture_default_str();
   cmd->add_option("--depth", a->depths, "context depths for decode, comma-separated")->capture_default_str();
   cmd->add_option("--gen", a->gen, "tokens decoded per measurement")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--settle-ms", a->settle_ms,
+                  "idle this long after each depth's prompt before the timed steps (diagnosis: lets the GPU's clock "
+                  "recover from the prompt; 0, the default, times them as a reply runs)")
+      ->check(CLI::Range(0, 60000))
+      ->capture_default_str();
   cmd->add_option("--reps", a->reps)->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all cores)");
   cmd->add_option("--repetition-penalty", a->repetition_penalty,

@@ -294,6 +294,17 @@ TEST_F(Cli, BenchReportsEveryFigureAsJson) {
   EXPECT_NE(text.out.find("against depth 0: "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("the bytes alone allow"), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find("SM clock"), std::string::npos) << text.out;
+  EXPECT_EQ(j["settle_ms"], 0);
+  // --settle-ms pauses before each depth's timed steps, then takes one step untimed (and says so in
+  // the JSON).
+  CliRun settled =
+      cli("bench --model '" + m.string() + "' --device cpu --prompt-lens 8 --depth 0,40 --gen 4 --reps 1 --settle-ms 5 --json");
+  ASSERT_EQ(settled.code, 0) << settled.err;
+  const auto js = nlohmann::json::parse(settled.out);
+  EXPECT_EQ(js["settle_ms"], 5);
+  ASSERT_EQ(js["decode"].size(), 2u);
+  EXPECT_GT(js["decode"][1]["tok_per_s"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(js["decode"][1]["kv_bytes_per_step"].get<double>(), kv_per_token * (40 + 1 + 2.5));  // + the untimed step
 }
 
 TEST_F(Cli, BenchDecodesWithARepetitionPenalty) {
@@ -396,6 +407,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"bench_bad_penalty", "bench --random tiny --repetition-penalty 0", "", "--repetition-penalty"},
         ErrorRow{"bench_bad_top_p", "bench --random tiny --top-p 1.5", "", "--top-p"},
         ErrorRow{"bench_bad_temperature", "bench --random tiny --temperature -1", "", "--temperature"},
+        ErrorRow{"bench_bad_settle", "bench --random tiny --settle-ms -5", "", "--settle-ms"},
         ErrorRow{"logits_bad_ids", "logits --model $DIR/tiny --ids 1,x --out $DIR/l.npy", "", "\"x\""}),
     [](const auto& row) { return std::string(row.param.name); });
 
