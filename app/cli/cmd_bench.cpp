@@ -42,7 +42,6 @@ nlohmann::json clocks_json(const ClockSummary& c) {
           {"slowdown_share", c.slowdown_share},   {"slowdown_reasons", c.reasons_seen}};
 }
 
-
 struct BenchArgs {
   std::string model;
   std::string random;
@@ -350,6 +349,7 @@ int run_bench(const BenchArgs& a) {
     // (--settle-ms: one untimed step comes first.)
     const double kv_step = kv_per_token * (std::max(depth, 1) + (a.settle_ms > 0 ? 1 : 0) + (a.gen + 1) / 2.0);
     const double kv_gbps = t * kv_step / 1e9;
+    if (clocks) clock_summaries.push_back(summarize_clocks(clock_samples, clocks->source().sm_mhz_limit));
     decode.push_back({{"depth", depth}, {"tok_per_s", t}, {"weight_gb_per_s", gbps},
                       {"steps_ran_ahead", static_cast<double>(ahead) / std::max(1, a.gen * a.reps)},
                       {"pct_of_copy", copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0.0},
@@ -360,9 +360,7 @@ int run_bench(const BenchArgs& a) {
                       // ran at the same bandwidth: the bytes alone's bound on the ratio of the two.
                       {"bytes_bound_vs_first", 0.0},
                       {"speed_vs_first", 0.0},
-                      {"clocks", clocks ? clocks_json(clock_summaries.emplace_back(summarize_clocks(
-                                                  clock_samples, clocks->source().sm_mhz_limit)))
-                                        : nlohmann::json()}});
+                      {"clocks", clocks ? clocks_json(clock_summaries.back()) : nlohmann::json()}});
   }
   for (auto& d : decode) {
     const double first_bytes = static_cast<double>(step_bytes) + decode.front()["kv_bytes_per_step"].get<double>();
@@ -414,17 +412,16 @@ int run_bench(const BenchArgs& a) {
   for (const auto& p : prefill)
     std::printf("prefill %5d tokens: %9.1f tok/s, time to first token %.3f s\n", p["prompt_tokens"].get<int>(),
                 p["tok_per_s"].get<double>(), p["ttft_s"].get<double>());
-  for (const auto& d : decode) {
+  for (std::size_t i = 0; i < decode.size(); ++i) {
+    const auto& d = decode[i];
     std::printf("decode at depth %5d: %7.1f tok/s, %6.0f GB/s of weights + %.0f of K/V (%.1f%% of copy), %.0f%% of steps run ahead\n",
                 d["depth"].get<int>(), d["tok_per_s"].get<double>(), d["weight_gb_per_s"].get<double>(),
                 d["kv_gb_per_s"].get<double>(), d["pct_of_copy_with_kv"].get<double>(),
                 100.0 * d["steps_ran_ahead"].get<double>());
-    if (&d != &decode.front())
+    if (i > 0)
       std::printf("  against depth %d: %.1f%% of its speed; the bytes alone allow %.1f%%\n", decode.front()["depth"].get<int>(),
                   100.0 * d["speed_vs_first"].get<double>(), 100.0 * d["bytes_bound_vs_first"].get<double>());
-    if (const std::size_t i = static_cast<std::size_t>(&d - &decode.front()); i < clock_summaries.size() &&
-                                                                              clock_summaries[i].samples > 0)
-      std::printf("  %s\n", describe_clocks(clock_summaries[i]).c_str());
+    if (i < clock_summaries.size()) std::printf("  %s\n", describe_clocks(clock_summaries[i]).c_str());
   }
   if (!clocks_note.empty()) std::printf("SM clock not sampled: %s\n", clocks_note.c_str());
   double single = 0;

@@ -45,7 +45,7 @@ std::optional<DeviceMemoryInfo> gpu_memory_info();
 // benchmarks compare against. 0 without a usable GPU.
 double gpu_copy_bandwidth_gbps();
 
-// The PCI bus id of the GPU the CUDA backend uses ("00000000:1A:00.0"), for NVML's view of the same
+// The PCI bus id of the GPU the CUDA backend uses ("0000:1A:00.0"), for NVML's view of the same
 // device (cosmos/gpu_clocks.h); empty without a usable GPU.
 std::string gpu_pci_bus_id();
 
