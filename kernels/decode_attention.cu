@@ -438,6 +438,7 @@ std::size_t launch_decode_attention(const AttentionArgs& a, void* scratch, cudaS
     s.clear_o = sums->clear_o;
     s.clear_l = sums->clear_l;
     s.sum_splits = sums->splits;
+    s.halves = sums->halves;
   }
   RopeIn r;
   if (rope) {

@@ -89,6 +89,11 @@ struct DecodeAttentionSums {
   // longer contexts one 64-key round per block (kDecodeAttentionLongSplits, below), at the cost of
   // the blocks that find no keys and return (docs/PERFORMANCE.md, session 43).
   int splits = 0;
+  // The tensor-core kernel with every warp on mma work over half of head_dim, at 3 blocks per SM
+  // instead of 2 (kernels/decode_attention_mma.cu, kHalves): faster where splits take more than one
+  // 64-key round (kDecodeAttentionHalvesFrom), slower at one. Same results up to the atomic adds' order.
+  // bf16 cache only; the int8 cache's launches ignore it.
+  bool halves = false;
 };
 inline constexpr int kDecodeAttentionMaxSumSplits = 1024;
 // The decode step's splits with sums at long contexts: contexts up to 8,192 keys in one round per
@@ -98,6 +103,11 @@ inline constexpr int kDecodeAttentionMaxSumSplits = 1024;
 // so the engine launches it in long-context graphs only. 256 splits: -4.6% int4 @8192 (520 blocks,
 // more than stay resident beside the q/k/v product).
 inline constexpr int kDecodeAttentionLongSplits = 128;
+// Contexts from which kDecodeAttentionLongSplits splits take two or more 64-key rounds, and the
+// decode step launches the attention with DecodeAttentionSums::halves (session 63, H100: int4
+// @12288 +7.0%, @16384 +8.3%, bf16 @12288 +2.5%; at one round per split it is slower: int4 @4096
+// -1.1% in a timing build).
+inline constexpr int kDecodeAttentionHalvesFrom = 64 * kDecodeAttentionLongSplits + 1;
 
 // True when a launch with these arguments can give sums: the tensor-core kernel (bf16 or int8
 // cache, the process-wide switch below on) and a supported shape.

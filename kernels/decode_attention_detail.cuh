@@ -89,6 +89,7 @@ struct Scratch {
   float* clear_o = nullptr;  // [2][n][heads][D] or null: zeroed after the PDL wait
   float* clear_l = nullptr;  // [2][n][heads]
   int sum_splits = 0;        // DecodeAttentionSums::splits
+  bool halves = false;       // DecodeAttentionSums::halves
 };
 
 // A split's arrival at its (token, KV head): thread 0 calls it between two block (or group) barriers,

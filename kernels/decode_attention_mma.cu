@@ -65,13 +65,22 @@ static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 
 // kSums: the output as sums for the next kernel (DecodeAttentionSums in kernels/decode_attention.cuh):
 // no partials, ticket or merge; Out is unused.
+// kHalves (sums only, DecodeAttentionSums::halves): every warp runs mma work, warp w on keys
+// 16 (w % 4) .. + 15 of a round and on half w / 4 of D (both halves compute the same S and softmax;
+// half 0's warps publish the maxima and sums), so O takes D / 16 n8 tiles per warp instead of D / 8
+// and the kernel fits 80 registers, 3 blocks per SM instead of 2 (128 registers). Where splits take
+// several rounds (past 8,192 keys with 128 splits) that is faster; at one round slower (the timing
+// build on every graph, H100, tok/s: int4 @0 643.9 -> 632.5, @4096 584.7 -> 578.2, @16384 477.8 ->
+// 507.2; bf16 @16384 191.1 -> 196.2). The engine launches it from 8,193 keys on (tiers 3-4): int4
+// @12288 509.1 -> 544.8, @16384 477.3 -> 517.0, bf16 @12288 193.5 -> 198.4 (docs/PERFORMANCE.md,
+// session 63).
 // kI8: the int8 cache (AttentionArgs::k_scale / v_scale): the K and V rows come into registers
 // (16-byte loads of 16 values, the next round's issued before this round's mma) and go into the
 // same bf16 tiles expanded with their rows' scales, so the mma work is the bf16 kernel's; the
 // newest key's rows are quantized by two warps (kernels/kv_quant_row.cuh) and put into the tiles as
 // a later step will read them.
-template <int D, typename Out, bool kSums, bool kI8>
-__global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const AttentionArgs a, const RopeIn rope,
+template <int D, typename Out, bool kSums, bool kI8, bool kHalves = false>
+__global__ void __launch_bounds__(kThreads, kHalves ? 3 : 2) decode_attention_mma_kernel(const AttentionArgs a, const RopeIn rope,
                                                                            const Scratch sc) {
   constexpr int kChunks = D / 8;                     // 16-byte chunks per row
   constexpr int kTileBytes = kRound * D * 2;         // one K or V tile
@@ -313,9 +322,14 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
 
   const int g = lane >> 2, tq = lane & 3;
   const float scale_log2 = a.scale * 1.4426950408889634f;
-  float o[D / 8][4];
+  static_assert(!kHalves || (kSums && kThreads == 2 * kWarps * 32), "halves: the sums kernel, two warps per 16 keys");
+  constexpr int kODt = kHalves ? D / 16 : D / 8;  // O's n8 tiles per warp
+  const int kb = kHalves ? warp % kWarps : warp;  // the warp's 16 keys of a round
+  const int hd = kHalves ? warp / kWarps : 0;     // kHalves: the warp's half of D
+  const bool mma_warp = kHalves || warp < kWarps;
+  float o[kODt][4];  // O [16 rows][kODt x 8 columns] as m16n8 accumulators
 #pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  for (int dt = 0; dt < kODt; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores of rows g, g + 8
   float l[2] = {0.0f, 0.0f};            // this lane's part of the running sums
 
@@ -330,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       if (base + kRound < j1) fetch_round(base + kRound, -1);  // in flight during this round's mma
     }
     if (base == j0) KTRACE_LOOP();  // the first round's K/V and Q in shared memory
-    if (warp < kWarps) {
+    if (mma_warp) {
 
     // S = Q K^T for this warp's 16 keys.
     float s[2][4];
@@ -340,13 +354,13 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     for (int ks = 0; ks < D / 16; ++ks) {
       unsigned qf[4], b0, b1, b2, b3;
       ldmatrix_x4(sQ + tile_offset<D>(lane & 15, ks * 2 + (lane >> 4)), qf[0], qf[1], qf[2], qf[3]);
-      ldmatrix_x4(sK + tile_offset<D>(warp * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)), b0, b1,
+      ldmatrix_x4(sK + tile_offset<D>(kb * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)), b0, b1,
                   b2, b3);
       mma_bf16(s[0], qf, b0, b1);
       mma_bf16(s[1], qf, b2, b3);
     }
     // Keys past the split (or the context) get no weight.
-    const int k0 = base + warp * 16;
+    const int k0 = base + kb * 16;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -366,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       m[i] = mx[i];
       l[i] *= corr;
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
+      for (int dt = 0; dt < kODt; ++dt) {
         o[dt][2 * i] *= corr;
         o[dt][2 * i + 1] *= corr;
       }
@@ -383,11 +397,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       p[2 * nt] = pack_bf16(p0, p1);
       p[2 * nt + 1] = pack_bf16(p2, p3);
     }
-    // O += P V (V read transposed into col-major B fragments).
+    // O += P V (V read transposed into col-major B fragments; kHalves: the warp's half of D).
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
+    for (int dp = 0; dp < kODt / 2; ++dp) {
       unsigned b0, b1, b2, b3;
-      ldmatrix_x4_trans(sV + tile_offset<D>(warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)),
+      ldmatrix_x4_trans(sV + tile_offset<D>(kb * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), (dp + hd * kODt / 2) * 2 + (lane >> 4)),
                         b0, b1, b2, b3);
       mma_bf16(o[2 * dp], p, b0, b1);
       mma_bf16(o[2 * dp + 1], p, b2, b3);
@@ -417,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
   }
-  if (tq == 0 && warp < kWarps) {
+  if (tq == 0 && warp < kWarps) {  // (kHalves: half 0's warps; half 1's hold the same values)
     s_m[warp][g] = m[0];
     s_m[warp][g + 8] = m[1];
     s_l[warp][g] = l[0];
@@ -432,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
   // 268.2 -> 269.9 (docs/PERFORMANCE.md, session 43).
   auto so_at = [](int row, int col) { return row * D + (col ^ ((row & 7) << 3)); };
 #pragma unroll
-  for (int i = 0; i < 2 && warp < kWarps; ++i) {
+  for (int i = 0; i < 2 && mma_warp; ++i) {
     const int r = g + 8 * i;
     float M = s_m[0][r];
 #pragma unroll
@@ -449,8 +463,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_mma_kernel(const
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<float2*>(so + so_at(warp * 16 + r, dt * 8 + 2 * tq)) =
+    for (int dt = 0; dt < kODt; ++dt) {
+      *reinterpret_cast<float2*>(so + so_at(kb * 16 + r, (dt + hd * kODt) * 8 + 2 * tq)) =
           make_float2(o[dt][2 * i] * f, o[dt][2 * i + 1] * f);
     }
   }
@@ -585,7 +599,11 @@ void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStr
   if (s.sum_o) {
     dim3 g = grid;
     if (s.sum_splits > 0 && a.n <= 4) g.z = s.sum_splits;  // DecodeAttentionSums::splits
-    launch_pdl(decode_attention_mma_kernel<D, float, true, kI8>, g, kThreads, 0, stream, a, r, s);
+    // halves: the bf16 cache's kernel only (the int8 cache's spills at 80 registers; not measured).
+    if (s.halves && !kI8)
+      launch_pdl(decode_attention_mma_kernel<D, float, true, false, true>, g, kThreads, 0, stream, a, r, s);
+    else
+      launch_pdl(decode_attention_mma_kernel<D, float, true, kI8>, g, kThreads, 0, stream, a, r, s);
     return;
   }
   switch (a.out_type) {

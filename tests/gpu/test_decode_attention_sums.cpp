@@ -5,7 +5,8 @@
 // one head of each group scores key 0 ~180 binary orders of magnitude below the other keys (all its
 // splits in bucket 1), one ~120 below (its splits on both sides of the bucket boundary), or both
 // heads far above them (key 0 dominant: the other splits' weights vanish); with the default splits
-// and with counts the merge cannot take (DecodeAttentionSums::splits). Two launches in turn on
+// and with counts the merge cannot take (DecodeAttentionSums::splits); with every warp on half of
+// head_dim (DecodeAttentionSums::halves), which must give the same per-block results. Two launches in turn on
 // two buffer sets, as two layers do: each must zero the other set (poisoned before) and add into
 // its own. Then the o product's staging of sums (GemvArgsT::x_sums) against the same product of the
 // quotients computed on the host, for divisors in bucket 0 only, in both, and in bucket 1 only, and
@@ -41,8 +42,9 @@ bool have_gpu() { return !kernels::query_gpus().gpus.empty(); }
 // Key 0's K row: random, or set (unfused only: from q) so that heads 0 and 1 of each group score it
 // at (-1400, -914) (below the other keys: buckets) or (+1400, +600) (dominant).
 enum class Key0 { random, below, dominant };
-// (context lengths, head_dim, fused RoPE, key 0, DecodeAttentionSums::splits: 0 the default)
-using Param = std::tuple<std::vector<int>, int, bool, Key0, int>;
+// (context lengths, head_dim, fused RoPE, key 0, DecodeAttentionSums::splits: 0 the default,
+// DecodeAttentionSums::halves)
+using Param = std::tuple<std::vector<int>, int, bool, Key0, int, bool>;
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   std::string s;
@@ -56,6 +58,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
     s += "_splits";
     s += std::to_string(std::get<4>(info.param));
   }
+  if (std::get<5>(info.param)) s += "_halves";
   return s;
 }
 
@@ -67,7 +70,7 @@ class GpuDecodeAttentionSums : public ::testing::TestWithParam<Param> {
 };
 
 TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) {
-  const auto& [lens, D, fused, key0, splits] = GetParam();
+  const auto& [lens, D, fused, key0, splits, halves] = GetParam();
   const int heads = 28, kv_heads = 4, bs = 16, n = static_cast<int>(lens.size());
   const int max_ctx = 8448, per_seq = max_ctx / bs, blocks = per_seq * n;
   const int width = (heads + 2 * kv_heads) * D;
@@ -165,6 +168,7 @@ TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) 
     s[i].o = dsums + i * set;
     s[i].l = s[i].o + 2 * qn;
     s[i].splits = splits;
+    s[i].halves = halves;
   }
   for (int i = 0; i < 2; ++i) {
     s[i].clear_o = s[1 - i].o;
@@ -242,16 +246,21 @@ TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) 
 
 INSTANTIATE_TEST_SUITE_P(
     Lengths, GpuDecodeAttentionSums,
-    ::testing::Values(Param{{1}, 128, false, Key0::random, 0}, Param{{64}, 128, true, Key0::random, 0},
-                      Param{{65, 1, 300}, 128, false, Key0::random, 0}, Param{{4096, 17}, 128, true, Key0::random, 0},
-                      Param{{257, 33, 8193}, 128, true, Key0::random, 0}, Param{{300, 3001}, 64, false, Key0::random, 0},
-                      Param{{257, 4096}, 64, true, Key0::random, 0}, Param{{4096, 700, 1}, 128, false, Key0::below, 0},
-                      Param{{8193, 65}, 128, false, Key0::below, 0}, Param{{4096, 700}, 128, false, Key0::dominant, 0},
+    ::testing::Values(Param{{1}, 128, false, Key0::random, 0, false}, Param{{64}, 128, true, Key0::random, 0, false},
+                      Param{{65, 1, 300}, 128, false, Key0::random, 0, false}, Param{{4096, 17}, 128, true, Key0::random, 0, false},
+                      Param{{257, 33, 8193}, 128, true, Key0::random, 0, false}, Param{{300, 3001}, 64, false, Key0::random, 0, false},
+                      Param{{257, 4096}, 64, true, Key0::random, 0, false}, Param{{4096, 700, 1}, 128, false, Key0::below, 0, false},
+                      Param{{8193, 65}, 128, false, Key0::below, 0, false}, Param{{4096, 700}, 128, false, Key0::dominant, 0, false},
                       // More splits than the merge allows (the long-context graphs' 128, an odd count,
                       // one split: every context in one block of several rounds).
-                      Param{{4160, 17}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits},
-                      Param{{8193, 65, 1}, 128, false, Key0::below, kernels::kDecodeAttentionLongSplits},
-                      Param{{300, 3001}, 64, true, Key0::random, 200}, Param{{4096, 700}, 128, false, Key0::dominant, 1}),
+                      Param{{4160, 17}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits, false},
+                      Param{{8193, 65, 1}, 128, false, Key0::below, kernels::kDecodeAttentionLongSplits, false},
+                      Param{{300, 3001}, 64, true, Key0::random, 200, false}, Param{{4096, 700}, 128, false, Key0::dominant, 1, false},
+                      // Every warp on half of head_dim (the decode step's launches from
+                      // kDecodeAttentionHalvesFrom: several rounds per split), and at one round.
+                      Param{{16384, 8193, 3}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits, true},
+                      Param{{8193, 65, 1}, 128, false, Key0::below, kernels::kDecodeAttentionLongSplits, true},
+                      Param{{4096, 700}, 128, false, Key0::dominant, 0, true}, Param{{257, 4096}, 64, true, Key0::random, 0, true}),
     param_name);
 
 // The o product of x given as sums: y = W (sums / div) + residual, against the plain product of the

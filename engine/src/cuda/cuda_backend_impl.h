@@ -205,8 +205,11 @@ class CudaBackend final : public Backend {
   int long_context_from() const;
   // A one-sequence decode step's graph tier at this context: 0 short, 1 long (long_context_from()
   // on), 2 int8 / fp8 past kLongSplitsContext (their o product's kSums kernel at 2 rows per item
-  // there, at 1 in tier 1).
+  // there, at 1 in tier 1); 3 and 4: tiers 1 and 2 from kernels::kDecodeAttentionHalvesFrom, where
+  // the attention runs with DecodeAttentionSums::halves (tier_halves()).
   int context_tier(int max_ctx) const;
+  static bool tier_halves(int tier) { return tier >= 3; }
+  static int tier_sums_rows(int tier) { return tier == 2 || tier == 4 ? 2 : 1; }
   // Which prefill attention kernel runs (kernels/prefill_attention.cuh); logs the choice.
   void choose_prefill_attention();
   // Whether passes of several tokens run the gate/up product with SwiGLU fused (kernels/gemm_swiglu.cuh).
@@ -320,7 +323,7 @@ class CudaBackend final : public Backend {
   // int8 / fp8 past kLongSplitsContext have a tier of their own (context_tier()).
   std::map<int, cudaGraphExec_t> graphs_;
   static int graph_key(const SampleMode& mode, int slot, int n_seqs = 1, int tier = 0) {
-    return ((n_seqs * 64 + mode.key()) * 2 + slot) * 3 + tier;
+    return ((n_seqs * 64 + mode.key()) * 2 + slot) * 5 + tier;
   }
   static constexpr int kLongContext = 1024;
   // bf16 / fp16 (fused MLP), int8: long graphs past this context, where 64 splits of the attention would

@@ -66,7 +66,7 @@ Status CudaBackend::o_from_sums(const CudaLayer& L, const kernels::DecodeAttenti
   o.rows = c.hidden_size;
   o.cols = c.q_dim();
   o.long_context = long_context_;
-  o.sums_rows = tier_ == 2 ? 2 : 1;
+  o.sums_rows = tier_sums_rows(tier_);
   if (kernels::launch_gemv_quant(o, stream_) == 0)
     return fail(make_error(ErrorCategory::internal, "backend.cuda", "the quantized o product refused the attention's sums"));
   CUDA_TRY(cudaGetLastError());
@@ -215,10 +215,13 @@ Status CudaBackend::choose_att_sums() {
 // kLongSplitsContext (-1.1% at 1,024, level at 2,048 from there; docs/PERFORMANCE.md, session 45).
 // Their o product's kSums kernel runs 1 row per item up to kLongSplitsContext (fp8 at 2,048: 2 rows
 // measured 1.7-2.3% slower) and 2 past it (+1.3% int8, +2.0% fp8 at 4,096): context_tier() 1 and 2.
+// From kDecodeAttentionHalvesFrom, where the long graphs' splits take two or more rounds, the
+// attention runs with every warp on mma work (DecodeAttentionSums::halves): tiers 3 and 4.
 int CudaBackend::context_tier(int max_ctx) const {
   if (max_ctx < long_context_from()) return 0;
   const bool eight_bit = quant_att_sums_ && precision_ != Precision::int4;
-  return eight_bit && max_ctx > kLongSplitsContext ? 2 : 1;
+  const int tier = eight_bit && max_ctx > kLongSplitsContext ? 2 : 1;
+  return max_ctx >= kernels::kDecodeAttentionHalvesFrom ? tier + 2 : tier;
 }
 
 int CudaBackend::long_context_from() const {

@@ -353,6 +353,8 @@ Status CudaBackend::enqueue(int N, const std::vector<int>& rows, const MetaOffse
       // Long-context graphs: one 64-key round per block up to 8,192 keys (short graphs keep 64
       // splits: the extra blocks, empty there, cost bf16 0.4% @0; docs/PERFORMANCE.md session 43).
       if (long_context_) ds.splits = kernels::kDecodeAttentionLongSplits;
+      // Past kDecodeAttentionHalvesFrom (two or more rounds per split): 3 blocks per SM.
+      ds.halves = tier_halves(tier_);
     }
     // Attention block (one token: the norm runs inside the q/k/v product).
     if (N == 1) {
