@@ -46,7 +46,7 @@ void add_kv_cache_option(CLI::App& cmd, KvFormat& kv) {
   cmd.add_option_function<std::string>(
          "--kv-cache", [&kv](const std::string& name) { kv = kv_format_from_string(name).value_or(KvFormat::full); },
          "how the KV cache stores K and V: full (bf16 on the GPU, fp32 on the CPU) or int8 (a scale per token and "
-         "head; about half of bf16's bytes; CPU backend only for now)")
+         "head; about half of bf16's bytes, on both backends)")
       ->check(CLI::IsMember({"full", "int8"}))
       ->default_str("full");
 }

@@ -4,7 +4,8 @@
 #   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--quant-7b]
 #                    [--bench-batch] [--sanitize]
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five)
-#   and each KV cache in $COSMOS_BENCH_KV (default: full; "full int8" also runs the int8 cache), and
+#   and each KV cache in $COSMOS_BENCH_KV (default: full; "full int8" also runs the int8 cache), at
+#   the decode depths in $COSMOS_BENCH_DEPTHS (default: 0,4096), and
 #   bf16 decoding with the app's default sampling (temperature 0.6, top-p 0.95, penalty 1.05;
 #   COSMOS_BENCH_APP=0 leaves it out).
 # --bench-batch: cosmos-cli bench --batch on the 7B shape (decode throughput of 1-256 sequences at
@@ -273,14 +274,15 @@ fi
 bench7b_status="not run"
 if [ $bench7b = 1 ]; then
   # cosmos-cli bench on the 7B shape with random weights generated on the GPU (no files): prefill
-  # 128/2048, decode at depth 0/4096, medians of 3, for each precision.
+  # 128/2048, decode at depth 0/4096 (COSMOS_BENCH_DEPTHS, e.g. 0,4096,16384 to reach the graphs
+  # past 8,192 tokens), medians of 3, for each precision.
   bench7b_status=""
   for kv in ${COSMOS_BENCH_KV:-full}; do
   for prec in ${COSMOS_BENCH_PRECISIONS:-bf16 fp16 int8 fp8 int4}; do
     name=$prec; [ "$kv" = full ] || name="$prec, KV $kv"
     log="$LOGS/bench7b_${prec}_$kv"
     "$bin/cosmos-cli" bench --random cosmos-reason1-7b --device cuda --precision $prec \
-      --kv-cache $kv --prompt-lens 128,2048 --depth 0,4096 --gen 128 --reps 3 --json > "$log.json" 2>"$log.err"
+      --kv-cache $kv --prompt-lens 128,2048 --depth "${COSMOS_BENCH_DEPTHS:-0,4096}" --gen 128 --reps 3 --json > "$log.json" 2>"$log.err"
     bench7b_status+="$name: $(python3 -c "
 import json; j=json.load(open('$log.json'))
 p=' '.join('pp%d %.0f tok/s (ttft %.3f s)'%(x['prompt_tokens'],x['tok_per_s'],x['ttft_s']) for x in j['prefill'])
