@@ -72,7 +72,10 @@ class GpuDecodeAttentionSums : public ::testing::TestWithParam<Param> {
 TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) {
   const auto& [lens, D, fused, key0, splits, halves] = GetParam();
   const int heads = 28, kv_heads = 4, bs = 16, n = static_cast<int>(lens.size());
-  const int max_ctx = 8448, per_seq = max_ctx / bs, blocks = per_seq * n;
+  // Room for the longest context (at least 8,448 keys): each sequence's own blocks, so that no
+  // sequence's table reaches into another's (the fused rows are written where the reads are).
+  const int longest = *std::max_element(lens.begin(), lens.end());
+  const int max_ctx = std::max(8448, (longest + 255) / 256 * 256), per_seq = max_ctx / bs, blocks = per_seq * n;
   const int width = (heads + 2 * kv_heads) * D;
   const std::size_t qn = static_cast<std::size_t>(n) * heads * D, ln = static_cast<std::size_t>(n) * heads;
   std::mt19937 rng(static_cast<unsigned>(lens.back() * 7 + D));
