@@ -92,7 +92,7 @@ struct DecodeAttentionSums {
   // The tensor-core kernel with every warp on mma work over half of head_dim, at 3 blocks per SM
   // instead of 2 (kernels/decode_attention_mma.cu, kHalves): faster where splits take more than one
   // 64-key round (kDecodeAttentionHalvesFrom), slower at one. Same results up to the atomic adds' order.
-  // bf16 cache only; the int8 cache's launches ignore it.
+  // Both caches (bf16 and int8).
   bool halves = false;
 };
 inline constexpr int kDecodeAttentionMaxSumSplits = 1024;

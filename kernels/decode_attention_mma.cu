@@ -73,7 +73,8 @@ static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 // build on every graph, H100, tok/s: int4 @0 643.9 -> 632.5, @4096 584.7 -> 578.2, @16384 477.8 ->
 // 507.2; bf16 @16384 191.1 -> 196.2). The engine launches it from 8,193 keys on (tiers 3-4): int4
 // @12288 509.1 -> 544.8, @16384 477.3 -> 517.0, bf16 @12288 193.5 -> 198.4 (docs/PERFORMANCE.md,
-// session 63).
+// session 63). With the int8 cache too (its round's rows held in registers across the mma spill
+// 64 bytes at 80 registers, yet int4 @16384 484.2 -> 502.1, bf16 191.5 -> 195.7; session 64).
 // kI8: the int8 cache (AttentionArgs::k_scale / v_scale): the K and V rows come into registers
 // (16-byte loads of 16 values, the next round's issued before this round's mma) and go into the
 // same bf16 tiles expanded with their rows' scales, so the mma work is the bf16 kernel's; the
@@ -599,9 +600,8 @@ void launch_d(const AttentionArgs& a, const RopeIn& r, const Scratch& s, cudaStr
   if (s.sum_o) {
     dim3 g = grid;
     if (s.sum_splits > 0 && a.n <= 4) g.z = s.sum_splits;  // DecodeAttentionSums::splits
-    // halves: the bf16 cache's kernel only (the int8 cache's spills at 80 registers; not measured).
-    if (s.halves && !kI8)
-      launch_pdl(decode_attention_mma_kernel<D, float, true, false, true>, g, kThreads, 0, stream, a, r, s);
+    if (s.halves)
+      launch_pdl(decode_attention_mma_kernel<D, float, true, kI8, true>, g, kThreads, 0, stream, a, r, s);
     else
       launch_pdl(decode_attention_mma_kernel<D, float, true, kI8>, g, kThreads, 0, stream, a, r, s);
     return;

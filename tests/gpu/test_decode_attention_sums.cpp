@@ -6,13 +6,16 @@
 // splits in bucket 1), one ~120 below (its splits on both sides of the bucket boundary), or both
 // heads far above them (key 0 dominant: the other splits' weights vanish); with the default splits
 // and with counts the merge cannot take (DecodeAttentionSums::splits); with every warp on half of
-// head_dim (DecodeAttentionSums::halves), which must give the same per-block results. Two launches in turn on
+// head_dim (DecodeAttentionSums::halves), which must give the same per-block results; and on an int8
+// cache (cosmos/kv_format.h: the rows quantized on the host, the fused rows by the kernel), whose
+// merged output test_kv_int8.cpp checks against float64. Two launches in turn on
 // two buffer sets, as two layers do: each must zero the other set (poisoned before) and add into
 // its own. Then the o product's staging of sums (GemvArgsT::x_sums) against the same product of the
 // quotients computed on the host, for divisors in bucket 0 only, in both, and in bucket 1 only, and
 // the arguments it must refuse.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -24,6 +27,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "cosmos/kv_format.h"
 #include "cuda_upload.h"
 #include "half_convert.h"
 #include "kernels/decode_attention.cuh"
@@ -43,8 +47,8 @@ bool have_gpu() { return !kernels::query_gpus().gpus.empty(); }
 // at (-1400, -914) (below the other keys: buckets) or (+1400, +600) (dominant).
 enum class Key0 { random, below, dominant };
 // (context lengths, head_dim, fused RoPE, key 0, DecodeAttentionSums::splits: 0 the default,
-// DecodeAttentionSums::halves)
-using Param = std::tuple<std::vector<int>, int, bool, Key0, int, bool>;
+// DecodeAttentionSums::halves, an int8 cache)
+using Param = std::tuple<std::vector<int>, int, bool, Key0, int, bool, bool>;
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   std::string s;
@@ -59,6 +63,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
     s += std::to_string(std::get<4>(info.param));
   }
   if (std::get<5>(info.param)) s += "_halves";
+  if (std::get<6>(info.param)) s += "_int8";
   return s;
 }
 
@@ -70,7 +75,7 @@ class GpuDecodeAttentionSums : public ::testing::TestWithParam<Param> {
 };
 
 TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) {
-  const auto& [lens, D, fused, key0, splits, halves] = GetParam();
+  const auto& [lens, D, fused, key0, splits, halves, int8] = GetParam();
   const int heads = 28, kv_heads = 4, bs = 16, n = static_cast<int>(lens.size());
   // Room for the longest context (at least 8,448 keys): each sequence's own blocks, so that no
   // sequence's table reaches into another's (the fused rows are written where the reads are).
@@ -120,10 +125,20 @@ TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) 
     kb[i] = __float2bfloat16(kf[i]);
     vb[i] = __float2bfloat16(vf[i]);
   }
+  // int8: each (slot, KV head) row as cosmos::quantize_kv_row makes it, with its scale.
+  std::vector<std::int8_t> k8(int8 ? kf.size() : 0), v8(k8.size());
+  std::vector<float> ksc(int8 ? kf.size() / D : 0), vsc(ksc.size());
+  for (std::size_t r = 0; r < ksc.size(); ++r) {
+    ksc[r] = quantize_kv_row(kf.data() + r * D, D, k8.data() + r * D);
+    vsc[r] = quantize_kv_row(vf.data() + r * D, D, v8.data() + r * D);
+  }
   std::vector<float> inv_freq(D / 2);
   for (int i = 0; i < D / 2; ++i) inv_freq[i] = std::pow(1e6f, -2.0f * i / D);
 
-  auto *dk = upload(kb), *dv = upload(vb);
+  void* dk = int8 ? static_cast<void*>(upload(k8)) : static_cast<void*>(upload(kb));
+  void* dv = int8 ? static_cast<void*>(upload(v8)) : static_cast<void*>(upload(vb));
+  float* dks = int8 ? upload(ksc) : nullptr;
+  float* dvs = int8 ? upload(vsc) : nullptr;
   auto *dq = upload(q), *dqkv = upload(qkv), *dbias = upload(bias), *dfreq = upload(inv_freq);
   auto *dtab = upload(tables), *doff = upload(offsets), *dctx = upload(ctx), *dslots = upload(slots), *dpos = upload(pos);
   float* dout = nullptr;
@@ -151,6 +166,8 @@ TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) 
   a.k_cache = dk;
   a.v_cache = dv;
   a.kv_type = kernels::ElemType::bf16;
+  a.k_scale = dks;  // int8: the cache's scales, else null
+  a.v_scale = dvs;
   a.block_tables = dtab;
   a.table_offset = doff;
   a.ctx_len = dctx;
@@ -240,7 +257,7 @@ TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) 
   EXPECT_FALSE(kernels::decode_attention_sums_supported(a));
   EXPECT_EQ(kernels::launch_decode_attention(a, scratch, nullptr, rope, &s[0]), 0u);
   kernels::set_decode_attention_tensor_cores(true);
-  for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dq), static_cast<void*>(dqkv),
+  for (void* p : {dk, dv, static_cast<void*>(dks), static_cast<void*>(dvs), static_cast<void*>(dq), static_cast<void*>(dqkv),
                   static_cast<void*>(dbias), static_cast<void*>(dfreq), static_cast<void*>(dtab), static_cast<void*>(doff),
                   static_cast<void*>(dctx), static_cast<void*>(dslots), static_cast<void*>(dpos), static_cast<void*>(dout),
                   static_cast<void*>(dsums), scratch})
@@ -249,21 +266,28 @@ TEST_P(GpuDecodeAttentionSums, SumsDivideToTheMergedOutputAndClearTheOtherPair) 
 
 INSTANTIATE_TEST_SUITE_P(
     Lengths, GpuDecodeAttentionSums,
-    ::testing::Values(Param{{1}, 128, false, Key0::random, 0, false}, Param{{64}, 128, true, Key0::random, 0, false},
-                      Param{{65, 1, 300}, 128, false, Key0::random, 0, false}, Param{{4096, 17}, 128, true, Key0::random, 0, false},
-                      Param{{257, 33, 8193}, 128, true, Key0::random, 0, false}, Param{{300, 3001}, 64, false, Key0::random, 0, false},
-                      Param{{257, 4096}, 64, true, Key0::random, 0, false}, Param{{4096, 700, 1}, 128, false, Key0::below, 0, false},
-                      Param{{8193, 65}, 128, false, Key0::below, 0, false}, Param{{4096, 700}, 128, false, Key0::dominant, 0, false},
+    ::testing::Values(Param{{1}, 128, false, Key0::random, 0, false, false}, Param{{64}, 128, true, Key0::random, 0, false, false},
+                      Param{{65, 1, 300}, 128, false, Key0::random, 0, false, false}, Param{{4096, 17}, 128, true, Key0::random, 0, false, false},
+                      Param{{257, 33, 8193}, 128, true, Key0::random, 0, false, false}, Param{{300, 3001}, 64, false, Key0::random, 0, false, false},
+                      Param{{257, 4096}, 64, true, Key0::random, 0, false, false}, Param{{4096, 700, 1}, 128, false, Key0::below, 0, false, false},
+                      Param{{8193, 65}, 128, false, Key0::below, 0, false, false}, Param{{4096, 700}, 128, false, Key0::dominant, 0, false, false},
                       // More splits than the merge allows (the long-context graphs' 128, an odd count,
                       // one split: every context in one block of several rounds).
-                      Param{{4160, 17}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits, false},
-                      Param{{8193, 65, 1}, 128, false, Key0::below, kernels::kDecodeAttentionLongSplits, false},
-                      Param{{300, 3001}, 64, true, Key0::random, 200, false}, Param{{4096, 700}, 128, false, Key0::dominant, 1, false},
+                      Param{{4160, 17}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits, false, false},
+                      Param{{8193, 65, 1}, 128, false, Key0::below, kernels::kDecodeAttentionLongSplits, false, false},
+                      Param{{300, 3001}, 64, true, Key0::random, 200, false, false}, Param{{4096, 700}, 128, false, Key0::dominant, 1, false, false},
                       // Every warp on half of head_dim (the decode step's launches from
                       // kDecodeAttentionHalvesFrom: several rounds per split), and at one round.
-                      Param{{16384, 8193, 3}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits, true},
-                      Param{{8193, 65, 1}, 128, false, Key0::below, kernels::kDecodeAttentionLongSplits, true},
-                      Param{{4096, 700}, 128, false, Key0::dominant, 0, true}, Param{{257, 4096}, 64, true, Key0::random, 0, true}),
+                      Param{{16384, 8193, 3}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits, true, false},
+                      Param{{8193, 65, 1}, 128, false, Key0::below, kernels::kDecodeAttentionLongSplits, true, false},
+                      Param{{4096, 700}, 128, false, Key0::dominant, 0, true, false}, Param{{257, 4096}, 64, true, Key0::random, 0, true, false},
+                      // The int8 cache: the default, the long graphs' splits, and halves (the decode
+                      // step's launches from kDecodeAttentionHalvesFrom with either cache).
+                      Param{{4096, 17, 1}, 128, true, Key0::random, 0, false, true},
+                      Param{{16384, 8193, 3}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits, false, true},
+                      Param{{16384, 8193, 3}, 128, true, Key0::random, kernels::kDecodeAttentionLongSplits, true, true},
+                      Param{{8193, 65, 1}, 128, false, Key0::below, kernels::kDecodeAttentionLongSplits, true, true},
+                      Param{{257, 4096}, 64, true, Key0::random, 0, true, true}),
     param_name);
 
 // The o product of x given as sums: y = W (sums / div) + residual, against the plain product of the
