@@ -73,8 +73,9 @@ static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 // build on every graph, H100, tok/s: int4 @0 643.9 -> 632.5, @4096 584.7 -> 578.2, @16384 477.8 ->
 // 507.2; bf16 @16384 191.1 -> 196.2). The engine launches it from 8,193 keys on (tiers 3-4): int4
 // @12288 509.1 -> 544.8, @16384 477.3 -> 517.0, bf16 @12288 193.5 -> 198.4 (docs/PERFORMANCE.md,
-// session 63). With the int8 cache too (its round's rows held in registers across the mma spill
-// 64 bytes at 80 registers, yet int4 @16384 484.2 -> 502.1, bf16 191.5 -> 195.7; session 64).
+// session 63). With the int8 cache too (session 64, H100, int4 weights: @16384 484.2 -> 502.1
+// with the next round's rows fetched before the mma, which spills 64 bytes at 80 registers; after
+// it 8 bytes, and the SM's third block covers their latency: +1.6-1.9% more at 8-16k).
 // kI8: the int8 cache (AttentionArgs::k_scale / v_scale): the K and V rows come into registers
 // (16-byte loads of 16 values, the next round's issued before this round's mma) and go into the
 // same bf16 tiles expanded with their rows' scales, so the mma work is the bf16 kernel's; the
@@ -341,8 +342,9 @@ __global__ void __launch_bounds__(kThreads, kHalves ? 3 : 2) decode_attention_mm
       cp_async_wait<0>();
     }
     __syncthreads();  // the round's tiles (and Q, the newest row) are complete for every warp
-    if constexpr (kI8) {
-      if (base + kRound < j1) fetch_round(base + kRound, -1);  // in flight during this round's mma
+    // int8: the next round's rows in flight during this round's mma (halves: after it, below).
+    if constexpr (kI8 && !kHalves) {
+      if (base + kRound < j1) fetch_round(base + kRound, -1);
     }
     if (base == j0) KTRACE_LOOP();  // the first round's K/V and Q in shared memory
     if (mma_warp) {
@@ -408,6 +410,9 @@ __global__ void __launch_bounds__(kThreads, kHalves ? 3 : 2) decode_attention_mm
       mma_bf16(o[2 * dp + 1], p, b2, b3);
     }
     }  // the mma warps
+    if constexpr (kI8 && kHalves) {
+      if (base + kRound < j1) fetch_round(base + kRound, -1);
+    }
     base += kRound;
     if (base >= j1) break;
     __syncthreads();  // every warp is done with the tiles
