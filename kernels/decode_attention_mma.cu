@@ -77,10 +77,10 @@ static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 // with the next round's rows fetched before the mma, which spills 64 bytes at 80 registers; after
 // it 8 bytes, and the SM's third block covers their latency: +1.6-1.9% more at 8-16k).
 // kI8: the int8 cache (AttentionArgs::k_scale / v_scale): the K and V rows come into registers
-// (16-byte loads of 16 values, the next round's issued before this round's mma) and go into the
-// same bf16 tiles expanded with their rows' scales, so the mma work is the bf16 kernel's; the
-// newest key's rows are quantized by two warps (kernels/kv_quant_row.cuh) and put into the tiles as
-// a later step will read them.
+// (16-byte loads of 16 values, the next round's issued before this round's mma, with kHalves after
+// it) and go into the same bf16 tiles expanded with their rows' scales, so the mma work is the bf16
+// kernel's; the newest key's rows are quantized by two warps (kernels/kv_quant_row.cuh) and put into
+// the tiles as a later step will read them.
 template <int D, typename Out, bool kSums, bool kI8, bool kHalves = false>
 __global__ void __launch_bounds__(kThreads, kHalves ? 3 : 2) decode_attention_mma_kernel(const AttentionArgs a, const RopeIn rope,
                                                                            const Scratch sc) {
