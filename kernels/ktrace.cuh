@@ -62,8 +62,12 @@ struct Block {
   __device__ Block(long long a_, long long b_) : g0(gtime()), c0(cycles()), a(a_), b(b_) {}
   __device__ ~Block() {
     if (threadIdx.x == 0) {
+      // The end's clocks before the atomic: its L2 round trip (0.5-1 us, longer under load) is the
+      // trace's own cost, not the block's (before session 65 every end included it).
+      const unsigned long long g1 = gtime();
+      const long long ce = cycles() - c0;
       const unsigned id = atomicAdd(&g_n, 1u);
-      if (id < kCap) g_rec[id] = Rec{g0, gtime(), cw, cp, cycles() - c0, static_cast<long long>(smid()), a, b, cl};
+      if (id < kCap) g_rec[id] = Rec{g0, g1, cw, cp, ce, static_cast<long long>(smid()), a, b, cl};
     }
   }
   __device__ void waited() { cw = cycles() - c0; }
