@@ -1,48 +1,42 @@
 // Decode attention on tensor cores (bf16 or int8 KV cache, head_dim 64 or 128), the default for
-// both (see kernels/decode_attention.cuh for the contract, which it shares with the CUDA-core
-// kernel in decode_attention.cu).
-//
-// The int8 cache (cosmos/kv_format.h) reads half the bytes: each thread loads 16-byte pieces of its
-// rows with their scales into registers (the next round's before this round's mma) and stores them
-// into the same bf16 tiles as bf16(scale x q), so the tensor-core work is the bf16 cache's.
+// both (kernels/decode_attention.cuh has the contract, shared with the CUDA-core kernel in
+// decode_attention.cu; docs/PERFORMANCE.md has the measurements behind each choice below).
 //
 // Block (token t, KV head, split), 8 warps: 4 run the tensor-core work, all 8 copy, rope, combine
-// and merge (measured on the H200: 8 warps instead of 4 took the decode step from 250 to 256 tok/s
-// at short context and from 234 to 248 at 4k, mostly a twice-as-parallel merge). The group's query
-// heads (up to 8) are the rows of one m16 tile: Q [16][D] bf16 in shared memory (rows past the
-// group zero). Per round of 64 keys the block copies the K and V rows [64][D] from the paged cache
-// into shared memory (16-byte asynchronous copies, 32 KB for D = 128, one buffer), then mma warp w
-// takes keys 16w .. 16w + 15 of the round:
+// and merge (8 instead of 4: H200 decode 250 -> 256 tok/s short, 234 -> 248 at 4k, mostly a twice
+// as parallel merge). The group's query heads (up to 8) are the rows of one m16 tile: Q [16][D]
+// bf16 in shared memory (rows past the group zero). Per round of 64 keys the block copies the K
+// and V rows [64][D] from the paged cache into shared memory (16-byte asynchronous copies, 32 KB
+// for D = 128, one buffer), then mma warp w takes keys 16w .. 16w + 15 of the round:
 //   S = Q K^T  (16 x 16, D/16 k-steps of mma.m16n8k16: 2 D/16 mma),
 //   online softmax in base 2 over its keys (the scale folded into the exponent),
 //   O += P V   (16 x D, P re-packed from the S accumulators as the A operand: D/8 mma).
-// So a 64-key round is 64 tensor-core instructions per block for D = 128, where the CUDA-core kernel
-// spends ~7 x 64 x 2 x 128 FMAs. At the end of the split the 4 mma warps' (max, sum, O) are combined
-// through shared memory into the split's result: final when the context fits one split, else a
-// partial that the last block of the (token, KV head) merges, one head per warp (the merge is a
-// chain of dependent L2 round trips, 2-3 us per layer: the warp reads the splits' maxima and sums
-// together with its first 16 partials; a two-level merge over groups of 8 splits measured 3.5 us
-// slower, docs/PERFORMANCE.md session 10).
+// At the end of the split the 4 mma warps' (max, sum, O) are combined through shared memory into
+// the split's result: final when the context fits one split, else a partial that the last block of
+// the (token, KV head) merges, one head per warp (a chain of dependent L2 round trips, 2-3 us per
+// layer; a two-level merge over groups of 8 splits measured 3.5 us slower, session 10).
 //
-// Splits as the CUDA-core kernel's (up to 64 of multiples of 64 keys; measured at 4k: 64 splits of
-// one round beat 32 of two rounds and 16 of four; again in the engine in session 13). Fused with
-// RoPE (decode steps), the first round's K/V copies, the metadata, the rotation angles and the bias
-// go out before pdl_wait (nothing the overlapped kernels write), and after it the q/k/v row is read
-// in one round (0.77 us per layer less than a loop of dependent reads, docs/PERFORMANCE.md session
-// 13), except the newest key's row, which this kernel computes: the block holding it writes it into
-// the cache and straight into its K/V tiles.
+// Splits as the CUDA-core kernel's (up to 64 of multiples of 64 keys; at 4k 64 splits of one round
+// beat 32 of two and 16 of four, sessions 4 and 13). Fused with RoPE (decode steps): the first
+// round's K/V copies, the metadata, the rotation angles and the bias go out before pdl_wait
+// (nothing the overlapped kernels write); after it the q/k/v row is read in one round (0.77 us per
+// layer less than a loop of dependent reads, session 13), except the newest key's row, which this
+// kernel computes: the block holding it writes it into the cache and straight into its K/V tiles.
 //
 // With sums (DecodeAttentionSums, the decode step's default on Hopper): no partials, ticket or
 // merge; each split adds its O and L, weighted by 2^(M - c) against c = q . k_0 (key 0's row copied
 // with the first round, the dot product after the last) and shifted into one of two exponent
-// buckets, into fp32 sums with 16-byte red.adds, and the o product divides. That takes the merge's
-// ~2 us per layer at 4k (ticket chain and partial reads, docs/PERFORMANCE.md session 14) out of
-// the attention; the split-0 block of each (token, KV head) zeroes the previous layer's sums of
-// its heads after the PDL wait.
+// buckets, into fp32 sums with 16-byte red.adds, and the o product divides (the merge's ~2 us per
+// layer at 4k gone, session 14); the split-0 block of each (token, KV head) zeroes the previous
+// layer's sums of its heads after the PDL wait.
 //
-// Bytes: the K and V rows of the context (2 x len x D x 2 per KV head), the q/k/v row, the output;
-// with several splits the partials (D + 2 floats per head and split) written and read back once,
-// or with sums (D + 1) floats per head added and 2 (D + 1) zeroed.
+// The int8 cache (cosmos/kv_format.h) reads half the bytes: each thread loads 16-byte pieces of its
+// rows with their scales into registers and stores them into the same bf16 tiles as bf16(scale x
+// q), so the tensor-core work is the bf16 cache's.
+//
+// Bytes: the K and V rows of the context (2 x len x D x 2 per KV head; int8: half, plus a scale per
+// row), the q/k/v row, the output; with several splits the partials (D + 2 floats per head and
+// split) written and read back once, or with sums (D + 1) floats per head added and 2 (D + 1) zeroed.
 #include <cfloat>
 #include <cstdint>
 
@@ -68,14 +62,10 @@ static_assert(kSplitKeys % kRound == 0, "splits are whole rounds");
 // kHalves (sums only, DecodeAttentionSums::halves): every warp runs mma work, warp w on keys
 // 16 (w % 4) .. + 15 of a round and on half w / 4 of D (both halves compute the same S and softmax;
 // half 0's warps publish the maxima and sums), so O takes D / 16 n8 tiles per warp instead of D / 8
-// and the kernel fits 80 registers, 3 blocks per SM instead of 2 (128 registers). Where splits take
-// several rounds (past 8,192 keys with 128 splits) that is faster; at one round slower (the timing
-// build on every graph, H100, tok/s: int4 @0 643.9 -> 632.5, @4096 584.7 -> 578.2, @16384 477.8 ->
-// 507.2; bf16 @16384 191.1 -> 196.2). The engine launches it from 8,193 keys on (tiers 3-4): int4
-// @12288 509.1 -> 544.8, @16384 477.3 -> 517.0, bf16 @12288 193.5 -> 198.4 (docs/PERFORMANCE.md,
-// session 63). With the int8 cache too (session 64, H100, int4 weights: @16384 484.2 -> 502.1
-// with the next round's rows fetched before the mma, which spills 64 bytes at 80 registers; after
-// it 8 bytes, and the SM's third block covers their latency: +1.6-1.9% more at 8-16k).
+// and the kernel fits 80 registers, 3 blocks per SM instead of 2. Faster where splits take several
+// rounds, slower at one: the engine launches it from 8,193 keys on (tiers 3-4; int4 +7-8% at 12-16k,
+// sessions 63-64; with the int8 cache the next round's rows are fetched after the mma, not before,
+// which spilled 64 bytes at 80 registers).
 // kI8: the int8 cache (AttentionArgs::k_scale / v_scale): the K and V rows come into registers
 // (16-byte loads of 16 values, the next round's issued before this round's mma, with kHalves after
 // it) and go into the same bf16 tiles expanded with their rows' scales, so the mma work is the bf16
