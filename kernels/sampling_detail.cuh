@@ -48,7 +48,8 @@ struct RowState {
   float thr;  // top-p: fp32(1 - top_p)
   float min_p;
   // Each field is written once per launch, by one pass (stats' last block, or block 0 of the pass
-  // that derives it in its prologue), and read only by later passes.
+  // that derives it in its prologue), and read only by later passes; except mode, which top-p's
+  // pass 0 sets to kSingle for a dominant token (token: stats' first maximum).
   unsigned k_prefix0, k_rem0;  // top-k select after digit 1: key prefix, rank left inside it (stats)
   unsigned k_prefix1, k_rem1;  // ... after digit 2 (topk pass 2)
   unsigned kth_key;            // candidates: key >= kth_key; 0: all (total)
@@ -398,6 +399,13 @@ __device__ __forceinline__ Slice slice(const Job& j) {
 }
 
 __device__ __forceinline__ bool block0_thread0() { return blockIdx.x == 0 && threadIdx.x == 0; }
+
+// The row's id into out_ids (and next_ids, and the history, when asked): one thread per row.
+__device__ __forceinline__ void write_id(const Job& j, int row, int id) {
+  j.out_ids[row] = id;
+  if (j.next_ids) j.next_ids[row] = id;
+  if (j.hist_append) j.hist_append[j.hoff[1]] = id;
+}
 
 template <typename T>
 __device__ void load_hist(T* dst, const T* src, int n) {

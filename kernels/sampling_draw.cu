@@ -148,10 +148,7 @@ __global__ void __launch_bounds__(kThreads) final_kernel(Job j, Ws w) {
   r = block_best(r);
   if (threadIdx.x == 0) {
     w.state[row].Tf = Tf;
-    const int id = r.i == INT_MAX ? 0 : r.i;
-    j.out_ids[row] = id;
-    if (j.next_ids) j.next_ids[row] = id;
-    if (j.hist_append) j.hist_append[j.hoff[1]] = id;
+    write_id(j, row, r.i == INT_MAX ? 0 : r.i);
   }
 }
 

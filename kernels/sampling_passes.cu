@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(Job j, Ws w) {
     s.token = r.i;  // overflow: the t -> 0 limit is greedy
   } else {
     s.mode = kSample;
+    s.token = r.i;  // the first maximum: the answer if top-p finds it dominant (topp pass 0)
     s.M = e.t != 1.0f ? xmax / e.t : xmax;
     s.use_topk = topk;
     s.use_topp = j.top_p && e.top_p < 1.0f;
@@ -169,11 +170,7 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(Job j, Ws w) {
     s.k_rem0 = static_cast<unsigned>(e.k) - above;
   }
   if (threadIdx.x == 0) {
-    if (s.mode == kSingle) {
-      j.out_ids[row] = s.token;
-      if (j.next_ids) j.next_ids[row] = s.token;
-      if (j.hist_append) j.hist_append[j.hoff[1]] = s.token;
-    }
+    if (s.mode == kSingle) write_id(j, row, s.token);
     w.state[row] = s;
   }
 }
@@ -276,6 +273,21 @@ __global__ void __launch_bounds__(kThreads) topp_kernel(Job j, Ws w, int pass) {
   unsigned prefix = 0;
   if (pass == 0) {
     T = row_total(w, row);
+    // A dominant token: the top token's weight is exp(0) = 1, so T - 1 is the others' weight. When
+    // their mass is clearly at most fp32(1 - top_p) (a 1e-5 margin over the rounding of the p's
+    // and their fixed-point sum), the ascending cumulative sum stays <= 1 - top_p up to the top
+    // token, so top-p keeps it alone and the draw can only return it, whatever top-k, min-p and the
+    // random number do; T - 1 < 0.5 rules out a tie at the maximum, where HF would keep the highest
+    // id. Every block of the row sees the same T and returns; block 0 writes the id and the mode,
+    // and the later passes (2 top-p digits, the ties, the draw) return at once for the row.
+    const double others = T - 1.0;
+    if (others < 0.5 && others <= static_cast<double>(st.thr) * T * (1.0 - 1e-5)) {
+      if (block0_thread0()) {
+        out.mode = kSingle;
+        write_id(j, row, st.token);
+      }
+      return;
+    }
     if (block0_thread0()) out.T = T;
   } else {
     T = st.T;

@@ -124,6 +124,68 @@ TEST_F(GpuSampling, TiesAtTheTopPBoundaryRemoveLowIdsFirst) {
                              "row " + std::to_string(r));
 }
 
+// A token holding more than top_p of the mass is top-p's whole set: stats finds it and the later
+// passes return at once. Rows whose top token holds a hair less and a hair more than top_p, with a
+// temperature, top-k, min-p and a penalty on the top token; a tie at the maximum, where HF keeps the
+// tied pair's highest id (top_p 0.3) or both (0.9), never just the first.
+TEST_F(GpuSampling, ADominantTokenIsTopPsWholeSet) {
+  std::mt19937 rng(23);
+  for (int vocab : {1000, 152064}) {
+    // The rest near 0 (random, so the sums are not trivial); the top token at `top` (and `tie`, when
+    // >= 0) with the logit that gives the top tokens together probability q at temperature t.
+    auto row = [&](float q, const SamplingParams& p, int top, int tie = -1) {
+      Row r;
+      r.logits = random_logits(vocab, 0.01f, rng);
+      const float t = p.temperature;
+      double rest = 0.0;
+      for (int i = 0; i < vocab; ++i)
+        if (i != top && i != tie) rest += std::exp(static_cast<double>(r.logits[static_cast<std::size_t>(i)]) / t);
+      const double each = q * rest / (1.0 - q) / (tie >= 0 ? 2.0 : 1.0);
+      r.logits[static_cast<std::size_t>(top)] = static_cast<float>(t * std::log(each));
+      if (tie >= 0) r.logits[static_cast<std::size_t>(tie)] = r.logits[static_cast<std::size_t>(top)];
+      r.params = p;
+      return r;
+    };
+    std::vector<Row> rows;
+    std::vector<int> sure;  // rows whose only candidate is the top token
+    for (float q : {0.5f, 0.9f, 0.9495f, 0.95f, 0.9505f, 0.96f, 0.999f}) {
+      if (q > 0.9505f) sure.push_back(static_cast<int>(rows.size()));
+      rows.push_back(row(q, sp(1.0f, 0, 0.95f), vocab / 3));
+    }
+    sure.push_back(static_cast<int>(rows.size()));
+    rows.push_back(row(0.99f, sp(0.6f, 0, 0.95f), 7));
+    {  // the app's default: the penalty lowers the top token, which still holds ~98%
+      sure.push_back(static_cast<int>(rows.size()));
+      Row r = row(0.99f, sp(0.6f, 0, 0.95f, 0.0f, 1.05f), vocab - 1);
+      r.history = random_history(vocab, 40, rng);
+      r.history.push_back(vocab - 1);
+      rows.push_back(r);
+    }
+    sure.push_back(static_cast<int>(rows.size()));
+    rows.push_back(row(0.995f, sp(1.0f, 20, 0.95f, 0.05f), 11));
+    sure.push_back(static_cast<int>(rows.size()));
+    rows.push_back(row(0.6f, sp(1.0f, 0, 0.5f), 5));  // top alone (0.6 > 0.5), but others >= 0.5: all passes
+    sure.push_back(static_cast<int>(rows.size()));
+    rows.push_back(row(0.8f, sp(1.0f, 0, 0.5f), 5));
+    rows.push_back(row(0.9f, sp(1.0f, 0, 0.3f), 2, vocab / 2));  // a tie: HF keeps the highest id
+    rows.push_back(row(0.99f, sp(1.0f, 0, 0.9f), 2, vocab / 2));  // a tie: both kept
+    for (int step = 0; step < 2; ++step) {
+      for (std::size_t r = 0; r < rows.size(); ++r) rows[r].step = r + 100 * static_cast<std::size_t>(step);
+      const GpuResult g = run_gpu(rows, vocab, true);
+      const GpuResult ids_only = run_gpu(rows, vocab, false);
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        const std::string what = "vocab " + std::to_string(vocab) + " row " + std::to_string(r);
+        expect_same_distribution(cpu_probs(rows[r]), g.probs.data() + r * static_cast<std::size_t>(vocab), g.ids[r], what);
+        EXPECT_EQ(ids_only.ids[r], g.ids[r]) << what << ": with and without probs_out";
+      }
+      for (int r : sure) {
+        const auto top = std::max_element(rows[r].logits.begin(), rows[r].logits.end()) - rows[r].logits.begin();
+        EXPECT_EQ(g.ids[static_cast<std::size_t>(r)], top) << "vocab " << vocab << " row " << r;
+      }
+    }
+  }
+}
+
 TEST_F(GpuSampling, DrawIsDeterministicAndFollowsTheDistribution) {
   const int vocab = 8, rows_per_launch = 2000, launches = 10;
   const std::vector<float> logits = {1.0f, 0.5f, 2.0f, -1.0f, 0.0f, 1.5f, -0.5f, 0.25f};

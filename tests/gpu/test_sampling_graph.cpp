@@ -110,6 +110,7 @@ TEST_F(GpuSampling, ReportsTimePerCall) {
     const char* name;
     SamplingParams p;
     int history;
+    bool dominant = false;  // one token 6 above the rest's max: top-p's whole set (the later passes return)
   };
   const std::vector<Case> cases = {
       {"greedy", sp(0.0f), 0},
@@ -118,6 +119,7 @@ TEST_F(GpuSampling, ReportsTimePerCall) {
       {"t=0.7", sp(0.7f), 0},
       {"t=0.6 top_p=0.95 + penalty", sp(0.6f, 0, 0.95f, 0.0f, 1.05f), 2000},
       {"t=0.6 top_p=0.95 + penalty (8000 ids)", sp(0.6f, 0, 0.95f, 0.0f, 1.05f), 8000},
+      {"t=0.6 top_p=0.95 + penalty, a dominant token", sp(0.6f, 0, 0.95f, 0.0f, 1.05f), 2000, true},
       {"top_k=50 top_p=0.9 min_p=0.05 + penalty", sp(0.8f, 50, 0.9f, 0.05f, 1.05f), 2000},
   };
   cudaStream_t stream = nullptr;
@@ -132,6 +134,12 @@ TEST_F(GpuSampling, ReportsTimePerCall) {
         rows.push_back({random_logits(vocab, 3.0f, rng), c.p, 0, random_history(vocab, c.history, rng)});
       if (c.history == 0)
         for (Row& r : rows) r.history.clear();
+      if (c.dominant)
+        for (Row& r : rows) {
+          auto top = std::max_element(r.logits.begin(), r.logits.end());
+          std::iter_swap(top, r.logits.begin() + 4242);
+          r.logits[4242] += 6.0f;
+        }
       Batch b(rows, vocab);
       float* pristine = upload(b.host_logits);
       const std::size_t bytes = b.host_logits.size() * sizeof(float);
@@ -167,7 +175,7 @@ TEST_F(GpuSampling, ReportsTimePerCall) {
       std::vector<int> ids(rows.size());
       EXPECT_EQ(cudaMemcpy(ids.data(), b.out_ids, ids.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
       for (std::size_t r = 0; r < rows.size(); ++r) {
-        if (c.p.greedy()) {
+        if (c.p.greedy() || c.dominant) {
           EXPECT_EQ(ids[r], cpu_sample(rows[r])) << c.name;
         } else {
           EXPECT_GT(cpu_probs(rows[r])[static_cast<std::size_t>(ids[r])], 0.0f) << c.name;
