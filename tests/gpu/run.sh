@@ -94,8 +94,12 @@ if [ $sanitize = 1 ]; then
   # COSMOS_SANITIZE_TOOLS: the tools, in turn (default memcheck; also racecheck, synccheck, initcheck).
   tools=${COSMOS_SANITIZE_TOOLS:-memcheck}
   # COSMOS_SANITIZE_PARALLEL=1: each ':'-separated pattern of COSMOS_SANITIZE_FILTER runs as a process
-  # of its own, all at once (racecheck takes 5-10 minutes per 7B-free batched-decode case, mostly
-  # the tool's own work, so one call checks several cases); each pattern gets its own log.
+  # of its own, all at once, each with its own log. The processes share the GPU: 9 racecheck runs of
+  # test_gpu_batch_decode's full cases at once finished none of the 8 long ones in 520 s on an H100
+  # (docs/PERFORMANCE.md, session 67), so it pays for short runs only.
+  # COSMOS_BATCH_TEST_LIGHT (default 1 here): test_gpu_batch_decode's cases in their light form (the
+  # same kernels in 1/14 to 1/21 of the forward passes); 0 runs them in full (one 64-sequence case: over 430 s
+  # under racecheck on an H100).
   san_eval() {  # tool, binary, log, exit status of the tool's run, name for the summaries
     local tool=$1 t=$2 log=$3 rc=$4 name=$5 bad=0 file
     if [ "$rc" = 124 ]; then
@@ -146,7 +150,7 @@ if [ $sanitize = 1 ]; then
         # COSMOS_SANITIZE_TIMEOUT: seconds per run (0: no limit); a run cut short says so.
         # The GEMM tuner's timing runs would take minutes under the tools: cuBLASLt's heuristic choices.
         timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B COSMOS_GEMM_AUTOTUNE=0 \
-          compute-sanitizer --tool "$tool" "$t" ${f:+--gtest_filter=$f} > "$log" 2>&1 &
+          COSMOS_BATCH_TEST_LIGHT="${COSMOS_BATCH_TEST_LIGHT:-1}" compute-sanitizer --tool "$tool" "$t" ${f:+--gtest_filter=$f} > "$log" 2>&1 &
         pids+=($!); names+=("$name"); logs+=("$log")
       done
       for i in "${!pids[@]}"; do

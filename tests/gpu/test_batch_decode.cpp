@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -48,6 +50,16 @@ double rel_l2(std::span<const float> got, std::span<const float> want) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
+// COSMOS_BATCH_TEST_LIGHT=1 (tests/gpu/run.sh --sanitize sets it): the same kernels in far fewer
+// launches, for compute-sanitizer, whose racecheck takes over 430 s for one 64-sequence case run in
+// full on an H100 (docs/PERFORMANCE.md, session 67). Every sequence's prompt still runs (the
+// batch is built from them); 2 batched steps instead of 20 (a graph captured, then replayed at the
+// next length), and only sequences 0, S / 2 and S - 1 are also decoded alone and compared.
+bool light_mode() {
+  const char* v = std::getenv("COSMOS_BATCH_TEST_LIGHT");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 // (model, sequences, precision): tiny-hd128 runs the flash prefill and decode attention kernels,
 // tiny the reference attention (whose context is capped near 57k tokens: its cases stay below).
 // fp8: alone the products dequantize the weights in registers (bf16-exact activations); in a batch
@@ -72,12 +84,19 @@ class BatchDecode : public ::testing::TestWithParam<Param> {
 
 // S sequences with prompts of 1..300 tokens: 20 steps decode all S in one pass (logits back) while
 // each also decodes alone; every row matches its sequence alone. The steps cross cache blocks and
-// replay the batch size's graph at new lengths.
+// replay the batch size's graph at new lengths. Light mode (light_mode()): 2 steps, 3 sequences compared.
 TEST_P(BatchDecode, EachRowMatchesItsSequenceAlone) {
   const auto [hd128, S, precision] = GetParam();
   auto b = make(hd128, 2 * S * 352, precision);
   const double tolerance = precision == Precision::fp8 && S > 16 ? kFp8RowTolerance : kRowTolerance;
   ASSERT_TRUE(b);
+  const bool light = light_mode();
+  const int steps = light ? 2 : 20;
+  // checked[s]: sequence s is also decoded alone and its batch rows compared with it.
+  std::vector<bool> checked(S, !light);
+  if (light) {
+    for (const int s : {0, S / 2, S - 1}) checked[s] = true;
+  }
   const int V = b->config().vocab_size;
   std::vector<SeqId> batched(S), alone(S);
   std::vector<TokenId> next(S);
@@ -85,6 +104,7 @@ TEST_P(BatchDecode, EachRowMatchesItsSequenceAlone) {
   for (int s = 0; s < S; ++s) {
     const auto p = prompt_of(1 + (s * 37) % 300, s);
     for (SeqId* seq : {&batched[s], &alone[s]}) {
+      if (seq == &alone[s] && !checked[s]) continue;
       *seq = b->kv_cache().create_sequence();
       SequenceInput in;
       in.seq = *seq;
@@ -95,7 +115,7 @@ TEST_P(BatchDecode, EachRowMatchesItsSequenceAlone) {
     next[s] = static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
   }
   double worst = 0;
-  for (int step = 0; step < 20; ++step) {
+  for (int step = 0; step < steps; ++step) {
     std::vector<SequenceInput> batch(S);
     for (int s = 0; s < S; ++s) {
       batch[s].seq = batched[s];
@@ -105,6 +125,11 @@ TEST_P(BatchDecode, EachRowMatchesItsSequenceAlone) {
     ASSERT_TRUE(b->forward(batch, many).ok());
     ASSERT_EQ(many.logits.size(), static_cast<std::size_t>(S) * V);
     for (int s = 0; s < S; ++s) {
+      if (!checked[s]) {  // its next token from its batch row
+        const auto row = many.row(many.first_row[s]);
+        next[s] = static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
+        continue;
+      }
       SequenceInput in;
       in.seq = alone[s];
       in.tokens = {next[s]};
@@ -116,9 +141,14 @@ TEST_P(BatchDecode, EachRowMatchesItsSequenceAlone) {
       next[s] = static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
     }
   }
-  for (int s = 0; s < S; ++s) EXPECT_EQ(b->kv_cache().length(batched[s]), b->kv_cache().length(alone[s]));
-  std::printf("[ info     ] %s %s, batch %d: largest relative L2 error of a row against its sequence alone %.2e\n",
-              hd128 ? "tiny-hd128" : "tiny", std::string(to_string(precision)).c_str(), S, worst);
+  for (int s = 0; s < S; ++s) {
+    if (checked[s]) {
+      EXPECT_EQ(b->kv_cache().length(batched[s]), b->kv_cache().length(alone[s]));
+    }
+  }
+  std::printf("[ info     ] %s %s, batch %d%s: largest relative L2 error of a row against its sequence alone %.2e\n",
+              hd128 ? "tiny-hd128" : "tiny", std::string(to_string(precision)).c_str(), S,
+              light ? " (light: 2 steps, 3 sequences compared)" : "", worst);
 }
 
 // 5: just past the few-token decode path; 17, 64: the large-batch splits; 200 sequences at once
