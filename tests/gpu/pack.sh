@@ -15,6 +15,13 @@ cp build/gpu/bin/* .carry/bin/
 # (RUNPATH $ORIGIN/../lib; the module is also searched there). cuBLASLt comes from the GPU machine's
 # own CUDA install, not from here.
 cp build/gpu/lib/libcosmos-engine.so build/gpu/lib/libcosmos-cuda.so .carry/lib/
+# COSMOS_PACK_KTRACE=1: also the module built with per-block timestamps (kernels/ktrace.cuh), for
+# tests/gpu/run.sh --ktrace (a build directory of its own; ~1 min from ccache).
+if [ "${COSMOS_PACK_KTRACE:-0}" = 1 ]; then
+  cmake --preset gpu -B build/gpu-ktrace -DCOSMOS_KTRACE=ON >/dev/null
+  cmake --build build/gpu-ktrace --target cosmos_cuda
+  mkdir -p .carry/lib/ktrace && cp build/gpu-ktrace/lib/libcosmos-cuda.so .carry/lib/ktrace/
+fi
 # Libraries from Debian packages that the GPU machine does not have.
 for bin in .carry/bin/* .carry/lib/libcosmos-*.so; do
   ldd "$bin" | awk '/=> \//{print $3}'
@@ -22,6 +29,7 @@ done | sort -u | grep -E 'libspdlog|libfmt|libutf8proc|libsentencepiece|libproto
   | xargs -r -I{} cp -L {} .carry/lib/
 # Symbols off: the device call carries at most 64 MiB with the source tree.
 strip --strip-unneeded .carry/bin/* .carry/lib/libcosmos-*.so
+if [ -d .carry/lib/ktrace ]; then strip --strip-unneeded .carry/lib/ktrace/*.so; fi
 tok="${COSMOS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cosmos-chat}/test-tokenizer/tokenizer.json"
 cp "$tok" .carry/tokenizer.json
 # Where the binaries were built, so run.sh can recreate the compiled-in paths there.

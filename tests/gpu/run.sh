@@ -2,7 +2,7 @@
 # Runs on the GPU machine, in one call: GPU tests, the unit tests, the tokenizer benchmark, and
 # (with --golden) the Hugging Face golden data. Logs go to $OUT; a short table is printed last.
 #   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--quant-7b]
-#                    [--bench-batch] [--sanitize]
+#                    [--bench-batch] [--sanitize] [--ktrace]
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five)
 #   and each KV cache in $COSMOS_BENCH_KV (default: full; "full int8" also runs the int8 cache), at
 #   the decode depths in $COSMOS_BENCH_DEPTHS (default: 0,4096), and
@@ -13,6 +13,10 @@
 #   ($OUT/bench_batch_*.json for the plot, docs/plots/plot_batch.py).
 # --batch-cli: cosmos-cli batch on the random 7B model (bf16, greedy): 1,000 prompts of ~128 tokens,
 #   128 tokens each, 256 at once; and the first 100 of them one at a time (--max-batch 1).
+# --ktrace: the per-kernel timestamps of the quantized one-token step (kernels/ktrace.cuh), with the
+#   module that `COSMOS_PACK_KTRACE=1 tests/gpu/pack.sh` adds as .carry/lib/ktrace/libcosmos-cuda.so:
+#   cosmos-cli bench at depths 0 and 4096 (--settle-ms 1000: outside the power cap's window) for each
+#   precision in $COSMOS_KTRACE_PRECISIONS (default: int4 int8), tables by tests/gpu/ktrace.py.
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time): bench_kernels,
 # bench_gemv_quant, bench_gemm_q_small (quantized weights times 1-64 tokens), bench_phases (the cost of a phase boundary), bench_layer_flow (the step's structure: kernels against a
@@ -30,7 +34,7 @@ mkdir -p "$OUT"
 # $OUT brings back at most 8 files: per-test logs stay in $LOGS (and are appended to tests.log),
 # $OUT gets tests.log, golden/ (6 files) and golden_7b_bf16.json.
 LOGS=$(mktemp -d)
-prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0 quant7b=0 benchbatch=0 batchcli=0
+prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0 quant7b=0 benchbatch=0 batchcli=0 ktrace=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
     --quant-7b) quant7b=1; shift ;;
     --bench-batch) benchbatch=1; shift ;;
     --batch-cli) batchcli=1; shift ;;
+    --ktrace) ktrace=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -307,6 +312,30 @@ import json; j=json.load(open('$LOGS/bench7b_app.json'))
 print(' '.join('tg@%d %.1f tok/s'%(x['depth'],x['tok_per_s']) for x in j['decode']))" 2>/dev/null || echo FAILED) | "
   { echo "== bench 7B bf16, app sampling"; cat "$LOGS/bench7b_app.json" "$LOGS/bench7b_app.err"; } >> "$OUT/tests.log"; }
 fi
+ktrace_status="not run"
+if [ $ktrace = 1 ]; then
+  ktmod="$PWD/$prebuilt/lib/ktrace/libcosmos-cuda.so"
+  if [ ! -f "$ktmod" ]; then
+    ktrace_status="no ktrace module in $prebuilt (COSMOS_PACK_KTRACE=1 tests/gpu/pack.sh)"
+  else
+    ktrace_status=""
+    for prec in ${COSMOS_KTRACE_PRECISIONS:-int4 int8}; do
+      for depth in 0 4096; do
+        dir="$LOGS/kt_${prec}_$depth"; mkdir -p "$dir"
+        COSMOS_CUDA_MODULE="$ktmod" COSMOS_KTRACE_DIR="$dir" "$bin/cosmos-cli" bench --random cosmos-reason1-7b \
+          --device cuda --precision $prec --prompt-lens 128 --depth $depth --gen 32 --reps 1 --settle-ms 1000 \
+          > "$dir.bench" 2>&1
+        python3 tests/gpu/ktrace.py "$dir"/*.bin > "$dir.txt" 2>&1
+        { echo "== ktrace $prec @$depth"; tail -8 "$dir.bench"; cat "$dir.txt"; } >> "$OUT/tests.log"
+        # The summary: each kernel's contribution per launch (us) and the token.
+        line=$(awk '$1 == "kernel" {on = 1; next} on && NF >= 10 {printf "%s %s, ", $1, $3}
+          /^per token/ {printf "token %s us", $3}' "$dir.txt")
+        [[ "$line" == *token* ]] || line="FAILED (tests.log)"
+        ktrace_status+="$prec@$depth: $line | "
+      done
+    done
+  fi
+fi
 benchbatch_status="not run"
 if [ $benchbatch = 1 ]; then
   benchbatch_status=""
@@ -416,5 +445,6 @@ printf '%-32s %s\n' "cosmos-cli bench, 7B shape" "$bench7b_status"
 printf '%-32s %s\n' "bench --batch (tok/s), 7B shape" "$benchbatch_status"
 printf '%-32s %s\n' "cosmos-cli batch, 7B shape" "$batchcli_status"
 printf '%-32s %s\n' "HF bf16 parity, 7B shape" "$parity7b_status"
+printf '%-32s %s\n' "kernel trace (us per launch)" "$ktrace_status"
 for k in "${!status[@]}"; do [ "${status[$k]}" = FAILED ] && exit 1; done
 exit 0
