@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -48,6 +49,11 @@ double rel_l2(std::span<const float> got, std::span<const float> want) {
     den += static_cast<double>(want[i]) * want[i];
   }
   return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// The greedy token of a logits row.
+TokenId argmax(std::span<const float> row) {
+  return static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
 // COSMOS_BATCH_TEST_LIGHT=1 (tests/gpu/run.sh --sanitize sets it): the same kernels in far fewer
@@ -111,8 +117,7 @@ TEST_P(BatchDecode, EachRowMatchesItsSequenceAlone) {
       in.tokens = p;
       ASSERT_TRUE(b->forward(std::span<const SequenceInput>(&in, 1), out).ok());
     }
-    const auto row = out.row(0);
-    next[s] = static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
+    next[s] = argmax(out.row(0));
   }
   double worst = 0;
   for (int step = 0; step < steps; ++step) {
@@ -126,8 +131,7 @@ TEST_P(BatchDecode, EachRowMatchesItsSequenceAlone) {
     ASSERT_EQ(many.logits.size(), static_cast<std::size_t>(S) * V);
     for (int s = 0; s < S; ++s) {
       if (!checked[s]) {  // its next token from its batch row
-        const auto row = many.row(many.first_row[s]);
-        next[s] = static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
+        next[s] = argmax(many.row(many.first_row[s]));
         continue;
       }
       SequenceInput in;
@@ -137,8 +141,7 @@ TEST_P(BatchDecode, EachRowMatchesItsSequenceAlone) {
       const double e = rel_l2(many.row(many.first_row[s]), out.row(0));
       worst = std::max(worst, e);
       ASSERT_LT(e, tolerance) << "sequence " << s << " step " << step;
-      const auto row = out.row(0);
-      next[s] = static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
+      next[s] = argmax(out.row(0));
     }
   }
   for (int s = 0; s < S; ++s) {
