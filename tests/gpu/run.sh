@@ -95,6 +95,7 @@ if [ $sanitize = 1 ]; then
   sanitize_status="clean"
   cut_short=""  # runs stopped by COSMOS_SANITIZE_TIMEOUT: no error seen, but not every test checked
   lib_only=""   # racecheck runs whose only hazards are inside cuBLASLt's kernels
+  no_gtest=""  # runs whose log lacks gtest's own summary lines (the binary's output lost or never reached)
   # COSMOS_SANITIZE="test_gpu_a test_gpu_b" limits it to those binaries (default: every test_gpu_*).
   # COSMOS_SANITIZE_TOOLS: the tools, in turn (default memcheck; also racecheck, synccheck, initcheck).
   tools=${COSMOS_SANITIZE_TOOLS:-memcheck}
@@ -137,6 +138,11 @@ if [ $sanitize = 1 ]; then
     # A run with errors keeps its whole report (the first 400 lines) for reading back.
     file=$(basename "$log")
     [ $bad = 1 ] && grep -v "Host Frame" "$log" | head -400 > "$OUT/$file"
+    # Every run keeps the test binary's own lines (not the tool's "=========" ones), so that a clean
+    # summary always shows what ran: a run whose gtest lines are missing is reported as such.
+    [ $bad = 0 ] && grep -v "^=========" "$log" | head -200 > "$OUT/$file"
+    grep -qE '^\[==========\] [0-9]+ tests? from .* ran|^\[  PASSED  \]' "$log" \
+      || [ "$rc" = 124 ] || no_gtest="$no_gtest; $tool $name: no gtest summary in its log"
   }
   for tool in $tools; do
     for t in "$bin"/test_gpu_*; do
@@ -165,7 +171,7 @@ if [ $sanitize = 1 ]; then
       done
     done
   done
-  [ "$sanitize_status" = clean ] && [ -n "$cut_short$lib_only" ] && sanitize_status="no error seen${cut_short}${lib_only}"
+  [ "$sanitize_status" = clean ] && [ -n "$cut_short$lib_only$no_gtest" ] && sanitize_status="no error seen${cut_short}${lib_only}${no_gtest}"
 fi
 
 benches=${COSMOS_BENCHES:-1}
