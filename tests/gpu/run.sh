@@ -18,7 +18,8 @@
 #   cosmos-cli bench at depths 0 and 4096 (--settle-ms 1000: outside the power cap's window) for each
 #   precision in $COSMOS_KTRACE_PRECISIONS (default: int4 int8), tables by tests/gpu/ktrace.py.
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
-# Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time): bench_kernels,
+# Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time, or COSMOS_BENCHES
+# names the ones to run, e.g. "bench_gemv_quant"): bench_kernels,
 # bench_gemv_quant, bench_gemm_q_small (quantized weights times 1-64 tokens), bench_phases (the cost of a phase boundary), bench_layer_flow (the step's structure: kernels against a
 # dataflow kernel), bench_attention (prefill attention on
 # the 7B shape), bench_gemm_swiglu (the fused gate/up + SwiGLU product against cuBLASLt + swiglu),
@@ -185,8 +186,13 @@ fi
 benches=${COSMOS_BENCHES:-1}
 nobench="not built"
 [ "$benches" = 0 ] && nobench="skipped (COSMOS_BENCHES=0)"
+# COSMOS_BENCHES="bench_gemv_quant bench_layer_flow": only the named benchmarks (1: all, 0: none).
+want_bench() {  # name: run it?
+  [ "$benches" = 1 ] || [[ " $benches " == *" $1 "* ]]
+}
+[[ "$benches" != 0 && "$benches" != 1 ]] && nobench="skipped (COSMOS_BENCHES=\"$benches\")"
 bench_line=$nobench
-if [ "$benches" != 0 ] && [ -x "$bin/bench_kernels" ]; then
+if want_bench bench_kernels && [ -x "$bin/bench_kernels" ]; then
   "$bin/bench_kernels" > "$LOGS/bench_kernels.txt" 2>&1
   cat "$LOGS/bench_kernels.txt" >> "$OUT/tests.log"
   bench_line=$(tail -1 "$LOGS/bench_kernels.txt")
@@ -194,7 +200,7 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_kernels" ]; then
 fi
 
 qbench_line=$nobench
-if [ "$benches" != 0 ] && [ -x "$bin/bench_gemv_quant" ]; then
+if want_bench bench_gemv_quant && [ -x "$bin/bench_gemv_quant" ]; then
   # COSMOS_QBENCH_ARGS="--sweep": every launch variant per format and shape; "--chain": the step's
   # products in order, with launch variants (bench_gemv_quant.cu).
   "$bin/bench_gemv_quant" ${COSMOS_QBENCH_ARGS:-} > "$LOGS/bench_gemv_quant.txt" 2>&1
@@ -202,7 +208,7 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_gemv_quant" ]; then
   qbench_line=$(tail -3 "$LOGS/bench_gemv_quant.txt" | tr '\n' ' ')
 fi
 qsmall_line=$nobench
-if [ "$benches" != 0 ] && [ -x "$bin/bench_gemm_q_small" ]; then
+if want_bench bench_gemm_q_small && [ -x "$bin/bench_gemm_q_small" ]; then
   # Quantized weights times 1-64 tokens on tensor cores (batched decode, short prompts).
   "$bin/bench_gemm_q_small" > "$LOGS/bench_gemm_q_small.txt" 2>&1
   { echo "== bench_gemm_q_small"; cat "$LOGS/bench_gemm_q_small.txt"; } >> "$OUT/tests.log"
@@ -212,7 +218,7 @@ fi
 quant_lines=$(grep -h "\[ measured \]" "$LOGS/test_gpu_cuda_quant.log" 2>/dev/null | grep "random 7B" | sed 's/.*GPU, //')
 
 phases_line=$nobench
-if [ "$benches" != 0 ] && [ -x "$bin/bench_phases" ]; then
+if want_bench bench_phases && [ -x "$bin/bench_phases" ]; then
   # The cost of a dependent phase boundary (kernels + PDL against a persistent kernel; bench_phases.cu).
   "$bin/bench_phases" > "$LOGS/bench_phases.txt" 2>&1
   { echo "== bench_phases"; cat "$LOGS/bench_phases.txt"; } >> "$OUT/tests.log"
@@ -220,7 +226,7 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_phases" ]; then
 fi
 
 flow_line=$nobench
-if [ "$benches" != 0 ] && [ -x "$bin/bench_layer_flow" ]; then
+if want_bench bench_layer_flow && [ -x "$bin/bench_layer_flow" ]; then
   # The decode step's structure at its floor: 5 kernels per layer against a dataflow kernel
   # (bench_layer_flow.cu), int8 bytes, no context; us per layer.
   # (The ring variants wait on mbarriers and counters: a bookkeeping error would hang, so a limit.)
@@ -231,7 +237,7 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_layer_flow" ]; then
 fi
 
 attention_line=$nobench
-if [ "$benches" != 0 ] && [ -x "$bin/bench_attention" ]; then
+if want_bench bench_attention && [ -x "$bin/bench_attention" ]; then
   # Causal prefill attention on the 7B shape (bench_attention.cu); its last line goes into the table.
   "$bin/bench_attention" > "$LOGS/bench_attention.txt" 2>&1
   { echo "== bench_attention"; cat "$LOGS/bench_attention.txt"; } >> "$OUT/tests.log"
@@ -240,7 +246,7 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_attention" ]; then
 fi
 
 swiglu_line=$nobench
-if [ "$benches" != 0 ] && [ -x "$bin/bench_gemm_swiglu" ]; then
+if want_bench bench_gemm_swiglu && [ -x "$bin/bench_gemm_swiglu" ]; then
   # The MLP's gate/up product with SwiGLU fused, against cuBLASLt + swiglu (bench_gemm_swiglu.cu).
   "$bin/bench_gemm_swiglu" > "$LOGS/bench_gemm_swiglu.txt" 2>&1
   { echo "== bench_gemm_swiglu"; cat "$LOGS/bench_gemm_swiglu.txt"; } >> "$OUT/tests.log"
@@ -249,7 +255,7 @@ if [ "$benches" != 0 ] && [ -x "$bin/bench_gemm_swiglu" ]; then
 fi
 
 decode_attention_line=$nobench
-if [ "$benches" != 0 ] && [ -x "$bin/bench_decode_attention" ]; then
+if want_bench bench_decode_attention && [ -x "$bin/bench_decode_attention" ]; then
   # Decode attention on the 7B shape per context and knob setting (bench_decode_attention.cu).
   "$bin/bench_decode_attention" > "$LOGS/bench_decode_attention.txt" 2>&1
   { echo "== bench_decode_attention"; cat "$LOGS/bench_decode_attention.txt"; } >> "$OUT/tests.log"
