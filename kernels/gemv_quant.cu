@@ -24,6 +24,7 @@
 // staged at 2 blocks per SM (<= 128 registers, which allows kR = 2 with kU = 8): through L1, the
 // lanes' x reads are strided (lane l reads the 64 or 128 bytes of x under its own vector) and cost
 // many L1 wavefronts per instruction, the int4 down projection's bottleneck. Knobs: QGemvTuning.
+// (bench_gemv_quant sets them for every shape; COSMOS_QGEMV_TUNING per shape, kernels/qgemv_tuning_spec.h).
 //
 // Dequantization (fp32 accumulation; all of it exact: the only roundings are the fp32 products and
 // sums that the test's error bound counts):
@@ -66,6 +67,9 @@
 // weight) 16-byte aligned; anything else takes the element-wise kernel (same math per element).
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include <cuda_fp16.h>
@@ -77,6 +81,7 @@
 #include "kernels/gemv_quant_formats.cuh"
 #include "kernels/ktrace.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/qgemv_tuning_spec.h"
 
 namespace cosmos::kernels {
 namespace {
@@ -194,7 +199,37 @@ bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) %
 
 constexpr std::size_t kStaticSmem = 256;  // gemv_q_vec's static shared memory (epi, block_inv_rms), rounded up
 
-QGemvTuning g_tuning;
+QGemvTuning g_tuning;  // bench_gemv_quant's knobs for every shape (set_gemv_quant_tuning)
+
+// COSMOS_QGEMV_TUNING's knobs per shape (kernels/qgemv_tuning_spec.h), read once; what it takes and
+// what it leaves out are said on stderr.
+const QGemvTuningSpec& env_knobs() {
+  static const QGemvTuningSpec spec = [] {
+    const char* env = std::getenv("COSMOS_QGEMV_TUNING");
+    QGemvTuningSpec s = env ? parse_qgemv_tuning(env) : QGemvTuningSpec{};
+    for (const std::string& e : s.errors) std::fprintf(stderr, "COSMOS_QGEMV_TUNING: entry left out: %s\n", e.c_str());
+    for (const QGemvShapeKnobs& k : s.shapes) {
+      std::string line;
+      for (int f = 0; f < QGemvShapeKnobs::kFields; ++f)
+        if (k.set[f]) line.append(" ").append(QGemvShapeKnobs::kKeys[f]).append("=").append(std::to_string(k.value[f]));
+      std::fprintf(stderr, "COSMOS_QGEMV_TUNING: %dx%d products take%s\n", k.rows, k.cols, line.c_str());
+    }
+    return s;
+  }();
+  return spec;
+}
+
+// The knobs a product plans with: bench_gemv_quant's, with its shape's COSMOS_QGEMV_TUNING entry on top.
+QGemvTuning tuning_for(const QGemvArgs& a) {
+  QGemvTuning t = g_tuning;
+  if (const QGemvShapeKnobs* k = find_knobs(env_knobs(), a.rows, a.cols)) {
+    int* field[QGemvShapeKnobs::kFields] = {&t.rows_per_item, &t.loads, &t.pipeline, &t.l2_next,
+                                             &t.stage_x, &t.mma, &t.mma_tile_warps, &t.wide};
+    for (int f = 0; f < QGemvShapeKnobs::kFields; ++f)
+      if (k->set[f]) *field[f] = k->value[f];
+  }
+  return t;
+}
 
 // A launch, fully resolved.
 struct Plan {
@@ -211,6 +246,7 @@ struct Plan {
 template <typename F>
 Plan plan_fmt(const QGemvArgs& a) {
   Plan pl;
+  const QGemvTuning tn = tuning_for(a);
   const bool norm = a.norm_weight != nullptr;
   const int outs = a.swiglu ? a.rows / 2 : a.rows;
   const DeviceShape dev = device_shape();
@@ -225,8 +261,8 @@ Plan plan_fmt(const QGemvArgs& a) {
   if constexpr (F::kGroups) {
     // int4 on tensor cores when asked for and the shape allows it (not with bf16 x or y, which those
     // kernels do not read or write).
-    if ((g_tuning.mma == 2 || g_tuning.mma == 4) && gemv_q4_mma_fits(a) && !a.y16 && !a.x16) {
-      pl.knobs = QGemvTuning{0, 0, 0, 0, 0, g_tuning.mma, gemv_q4_mma_tile_warps(a, g_tuning.mma, g_tuning.mma_tile_warps), 0};
+    if ((tn.mma == 2 || tn.mma == 4) && gemv_q4_mma_fits(a) && !a.y16 && !a.x16) {
+      pl.knobs = QGemvTuning{0, 0, 0, 0, 0, tn.mma, gemv_q4_mma_tile_warps(a, tn.mma, tn.mma_tile_warps), 0};
       return pl;
     }
   }
@@ -234,7 +270,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   int stage = kXL1;
   if (vec && x_bytes <= std::min<std::size_t>(kStageMaxBytes, dev.smem_optin)) {
     stage = kXSmem;
-  } else if (vec && !a.swiglu && g_tuning.stage_x != 0 &&
+  } else if (vec && !a.swiglu && tn.stage_x != 0 &&
              x_staged + sum_bytes + kStaticSmem <= static_cast<std::size_t>(dev.smem_optin)) {
     // Two blocks must fit on an SM (each also takes its static shared memory, epi, and the reserved
     // shared memory per block).
@@ -256,7 +292,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   // (kernels/ktrace.cuh); int8 decode @0 482.0 -> 488.8 tok/s, fp8 483.7 -> 487.0 (session 45's
   // engine A/B, means of 3 / 2 rounds; capping 1 row at 2 or 3 blocks per SM instead: -2.4%).
   int rows = 2;
-  if (!a.swiglu && (g_tuning.rows_per_item == 1 || g_tuning.rows_per_item == 2)) rows = g_tuning.rows_per_item;
+  if (!a.swiglu && (tn.rows_per_item == 1 || tn.rows_per_item == 2)) rows = tn.rows_per_item;
   else if (!F::kGroups && a.x_div && a.sums_rows == 1 && !a.swiglu) rows = 1;
   // Loads per row per step: 8 slots (32 registers) of weights, 16 at 2 blocks per SM; 4 when a row
   // is one step of 4 anyway.
@@ -267,10 +303,10 @@ Plan plan_fmt(const QGemvArgs& a) {
   // but by integer dot products (session 37) it takes the pipelined refill too: 15.67 -> 15.09 us
   // alone, int4 decode @0 680.3 -> 685.1 tok/s, @4096 563.4 -> 570.5 (engine A/B, means of 2 rounds).
   const bool big = stage == kXSmemBig && !F::kGroups;
-  int loads = g_tuning.loads == 4 || g_tuning.loads == 8 ? g_tuning.loads : (stage == kXSmemBig ? 8 : 4);
+  int loads = tn.loads == 4 || tn.loads == 8 ? tn.loads : (stage == kXSmemBig ? 8 : 4);
   if (a.swiglu || (rows == 2 && stage != kXSmemBig) || vecs <= 32 * 4) loads = 4;
   const bool big_i4 = F::kGroups && stage == kXSmemBig && vec && !norm && !a.swiglu && rows == 2 && loads == 8;
-  const bool pipe = g_tuning.pipeline >= 0 ? g_tuning.pipeline != 0 : big || big_i4;
+  const bool pipe = tn.pipeline >= 0 ? tn.pipeline != 0 : big || big_i4;
 
   // int4 rows of whole sets of 32 x 7 8-byte vectors (3,584 columns): I4N, 7 load slots per lane
   // and row, none empty (x staged, no pipelined refill; loads = 7 in the knobs).
@@ -298,14 +334,14 @@ Plan plan_fmt(const QGemvArgs& a) {
   bool narrow = false, wide = false;
   if constexpr (std::is_same_v<F, I4>) {
     const bool fits = vec && stage == kXSmem && rows == 2 && (a.cols / I4N::kCols) % (32 * kNarrowLoads) == 0;
-    narrow = fits && !pipe && g_tuning.loads != 4 && g_tuning.loads != 8;
+    narrow = fits && !pipe && tn.loads != 4 && tn.loads != 8;
     if (narrow) {
       loads = kNarrowLoads;
       const long long items4 = a.swiglu ? (outs + 1) / 2 : (a.rows + 3) / 4;
       const long long warps2 = static_cast<long long>(dev.sms) * 2 * kWarps;
-      if (g_tuning.rows_per_item == 4 || (g_tuning.rows_per_item == 0 && (items4 >= 2 * warps2 || (norm && !a.swiglu))))
+      if (tn.rows_per_item == 4 || (tn.rows_per_item == 0 && (items4 >= 2 * warps2 || (norm && !a.swiglu))))
         rows = 4;
-      wide = !norm && !a.swiglu && rows == 2 && fixed && (g_tuning.wide >= 0 ? g_tuning.wide != 0 : a.long_context);
+      wide = !norm && !a.swiglu && rows == 2 && fixed && (tn.wide >= 0 ? tn.wide != 0 : a.long_context);
       pl.kernel = narrow_pick(norm, a.swiglu, rows, fixed, wide);
       // o at a short context: its kX16 twin for a bf16 x (the attention's output)
       if (!norm && !a.swiglu && rows == 2 && fixed && !wide) {
@@ -325,7 +361,7 @@ Plan plan_fmt(const QGemvArgs& a) {
   // 5.79 us alone, level in the engine): there only with the knob (loads = 7).
   bool q8n = false;
   if constexpr (!F::kGroups) {
-    const bool want = g_tuning.loads == kNarrowLoads || (g_tuning.loads == 0 && norm);
+    const bool want = tn.loads == kNarrowLoads || (tn.loads == 0 && norm);
     // (SwiGLU only normalized, as the model's gate/up: no kernel built for a case nothing runs.)
     if (want && vec && stage == kXSmem && (!a.swiglu || norm) && vecs % (32 * kNarrowLoads) == 0 && !pipe) {
       q8n = true;
@@ -411,7 +447,7 @@ Plan plan_fmt(const QGemvArgs& a) {
                                                    w16 ? pl.items : (static_cast<long long>(pl.items) + kWarps - 1) / kWarps));
   // l2_next: when some warps have a second item and most do not (as gemv.cu).
   const long long launched = static_cast<long long>(pl.blocks) * pl.warps;
-  const bool l2 = g_tuning.l2_next >= 0 ? g_tuning.l2_next != 0 : (pl.items > launched && pl.items <= 2 * launched);
+  const bool l2 = tn.l2_next >= 0 ? tn.l2_next != 0 : (pl.items > launched && pl.items <= 2 * launched);
   if constexpr (F::kGroups) {
     // Automatic: int4 on tensor cores (4 groups in flight per warp, 8 warps per tile) for a
     // normalized input without SwiGLU whose tiles all run at once, where the 4-row kernel above does
@@ -420,8 +456,8 @@ Plan plan_fmt(const QGemvArgs& a) {
     // takes two passes). Everywhere else the CUDA-core kernel measured faster: o 4.5 against 5.6 us,
     // down 17.9 / 24.1, gate/up 26.4 / 29.9, lm_head 94 / 105 (bench_gemv_quant --sweep,
     // docs/PERFORMANCE.md).
-    if (g_tuning.mma < 0 && vec && norm && !a.swiglu && !(narrow && rows == 4) && gemv_q4_mma_fits(a) &&
-        gemv_q4_mma_tile_warps(a, 4, g_tuning.mma_tile_warps) == 8) {
+    if (tn.mma < 0 && vec && norm && !a.swiglu && !(narrow && rows == 4) && gemv_q4_mma_fits(a) &&
+        gemv_q4_mma_tile_warps(a, 4, tn.mma_tile_warps) == 8) {
       pl.knobs = QGemvTuning{0, 0, 0, 0, 0, 4, 8, 0};
       return pl;
     }

@@ -37,3 +37,6 @@ add_executable(bench_quantize ${CMAKE_CURRENT_SOURCE_DIR}/bench_quantize.cpp)
 target_link_libraries(bench_quantize PRIVATE cosmos_engine OpenMP::OpenMP_CXX)
 target_include_directories(bench_quantize PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
 cosmos_warnings(bench_quantize)
+# COSMOS_QGEMV_TUNING's parser (kernels/qgemv_tuning_spec.h, pure C++: the GPU products' knobs per shape).
+cosmos_add_gtest(test_qgemv_tuning_spec LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qgemv_tuning_spec.cpp)
+target_include_directories(test_qgemv_tuning_spec PRIVATE ${PROJECT_SOURCE_DIR})
