@@ -144,12 +144,10 @@ if [ $sanitize = 1 ]; then
       grep -E '^\[       OK \]' "$log" | head -20  # which tests finished (and passed)
       grep -E "SUMMARY|PASSED|FAILED|cut short|terminate successfully|returned an error|Killed process" "$log" | head -6
       grep -E "Invalid|Race reported|^=========     and |Sanitizer Error" "$log" | sort | uniq -c | sort -rn | head -6; } >> "$OUT/tests.log"
-    # A run with errors keeps its whole report (the first 400 lines) for reading back.
+    # Every run keeps its report (the first 400 lines) for reading back, a clean one too, so that
+    # its summary always shows what ran; a run whose gtest summary is missing is reported as such.
     file=$(basename "$log")
-    [ $bad = 1 ] && grep -v "Host Frame" "$log" | head -400 > "$OUT/$file"
-    # Every run keeps its log too (the first 300 lines), so that a clean summary always shows what
-    # ran: a run whose gtest summary is missing is reported as such.
-    [ $bad = 0 ] && grep -v "Host Frame" "$log" | head -300 > "$OUT/$file"
+    grep -v "Host Frame" "$log" | head -400 > "$OUT/$file"
     grep -qE '^\[==========\] [0-9]+ tests? from .* ran|^\[  PASSED  \]' "$log" \
       || [ "$rc" = 124 ] || no_gtest="$no_gtest; $tool $name: no gtest summary in its log"
   }
