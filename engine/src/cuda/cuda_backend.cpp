@@ -3,7 +3,9 @@
 // one-token step that samples on the device may leave the next step running ahead on the GPU
 // (cuda_decode_ahead.cpp).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -199,6 +201,14 @@ void CudaBackend::select_slot(int slot) {
   out_ids_ = out_ids_dev_[slot];
 }
 
+void CudaBackend::choose_graphs() {
+  graphs_enabled_ = true;
+  if (const char* env = std::getenv("COSMOS_CUDA_GRAPHS"); env && std::string_view(env) == "0") {
+    graphs_enabled_ = false;
+    spdlog::info("cuda backend: decode steps launched kernel by kernel, no graph replay (COSMOS_CUDA_GRAPHS=0)");
+  }
+}
+
 // Captures a decode step of n sequences (one new token each) reading slot `slot`'s buffers
 // (nothing runs: the graph is recorded).
 Status CudaBackend::capture_step(const SampleMode& mode, int slot, int n, const std::vector<int>& rows,
@@ -358,7 +368,7 @@ Status CudaBackend::submit(std::span<const SequenceInput> batch, const BatchPlan
   const bool has_embeddings = !pending_embeddings_.empty();
   long_context_ = tier > 0;
   tier_ = tier;
-  if (N == n_seqs && N <= kMaxDecodeBatch && !has_embeddings && (N == 1 || !reference_math_)) {
+  if (graphs_enabled_ && N == n_seqs && N <= kMaxDecodeBatch && !has_embeddings && (N == 1 || !reference_math_)) {
     // Decode step (one new token per sequence): replay the captured graph for this batch size,
     // sampling mode and slot (capture it the first time). Attention reads the real lengths and
     // block tables from the metadata, so one graph serves every length.

@@ -305,6 +305,10 @@ class CudaBackend final : public Backend {
   };
   DecodeAhead ahead_;
   bool ahead_enabled_ = true;
+  // COSMOS_CUDA_GRAPHS=0: decode steps launched one kernel at a time instead of replaying their
+  // captured graph (for compute-sanitizer, whose racecheck keeps host memory per graph replay).
+  bool graphs_enabled_ = true;
+  void choose_graphs();
   PassProfile profile_;  // COSMOS_PROFILE=1: per-operation times of passes of several tokens
   void* sample_ws_ = nullptr;  std::size_t sample_ws_bytes_ = 0;  int sample_rows_ = 0;
   // Tensor-core GEMMs for passes of several tokens.

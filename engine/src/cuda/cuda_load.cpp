@@ -492,6 +492,7 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   choose_fused_swiglu();
   choose_qsmall();
   choose_decode_ahead();
+  choose_graphs();
   cached_.clear();
   placed_.clear();
   if (progress_ && !progress_(1.0)) return load_cancelled_error();
