@@ -205,7 +205,9 @@ void CudaBackend::choose_graphs() {
   graphs_enabled_ = true;
   if (const char* env = std::getenv("COSMOS_CUDA_GRAPHS"); env && std::string_view(env) == "0") {
     graphs_enabled_ = false;
-    spdlog::info("cuda backend: decode steps launched kernel by kernel, no graph replay (COSMOS_CUDA_GRAPHS=0)");
+    ahead_enabled_ = false;  // a step run ahead replays the next step's graph
+    spdlog::info("cuda backend: decode steps launched kernel by kernel, no graph replay and no step run ahead "
+                 "(COSMOS_CUDA_GRAPHS=0)");
   }
 }
 
