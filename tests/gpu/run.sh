@@ -107,6 +107,19 @@ if [ $sanitize = 1 ]; then
   # COSMOS_BATCH_TEST_LIGHT (default 1 here): test_gpu_batch_decode's cases in their light form (the
   # same kernels in 1/14 to 1/21 of the forward passes); 0 runs them in full (one 64-sequence case: over 430 s
   # under racecheck on an H100).
+  # The peak resident memory of a run's process tree (the tool and the test), sampled every 2 s into
+  # $2 in MB: racecheck's host memory grows with each CUDA graph replay (docs/PERFORMANCE.md,
+  # session 69), and a run the OOM killer ends should say how far it got.
+  watch_rss() {  # root pid, file
+    local root=$1 out=$2 peak=0 r
+    while kill -0 "$root" 2>/dev/null; do
+      r=$(ps -eo pid=,ppid=,rss= | awk -v root="$root" '{up[$1] = $2; kb[$1] = $3}
+        END {for (p in up) {q = p; while (q != root && (q in up) && up[q] != q) q = up[q]; if (q == root) s += kb[p]}
+             print int(s / 1024)}')
+      [ "$r" -gt "$peak" ] && { peak=$r; echo "$peak" > "$out"; }
+      sleep 2
+    done
+  }
   san_eval() {  # tool, binary, log, exit status of the tool's run, name for the summaries
     local tool=$1 t=$2 log=$3 rc=$4 name=$5 bad=0 file
     if [ "$rc" = 124 ]; then
@@ -140,7 +153,9 @@ if [ $sanitize = 1 ]; then
     [ $bad = 1 ] && sanitize_status="ERRORS in $tool $name"
     # The outcome first (the tests that passed, the tool's summary), then the reports, each line once with
     # its count (racecheck repeats a hazard per launch).
+    [ -s "$log.rss" ] && echo "peak host memory of the run's processes: $(cat "$log.rss") MB" >> "$log"
     { echo "$tool $name:"
+      grep -a "^peak host memory" "$log" | tail -1
       grep -E '^\[       OK \]' "$log" | head -20  # which tests finished (and passed)
       grep -E "SUMMARY|PASSED|FAILED|cut short|terminate successfully|returned an error|Killed process" "$log" | head -6
       grep -E "Invalid|Race reported|^=========     and |Sanitizer Error" "$log" | sort | uniq -c | sort -rn | head -6; } >> "$OUT/tests.log"
@@ -170,6 +185,7 @@ if [ $sanitize = 1 ]; then
         timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B COSMOS_GEMM_AUTOTUNE=0 \
           COSMOS_BATCH_TEST_LIGHT="${COSMOS_BATCH_TEST_LIGHT:-1}" compute-sanitizer --tool "$tool" "$t" ${f:+--gtest_filter=$f} > "$log" 2>&1 &
         pids+=($!); names+=("$name"); logs+=("$log")
+        rm -f "$log.rss"; watch_rss "$!" "$log.rss" &
       done
       for i in "${!pids[@]}"; do
         rc=0
