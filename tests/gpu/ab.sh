@@ -31,8 +31,18 @@ for round in $(seq 1 "$rounds"); do
     module=${spec%%:*}
     envs=()
     [[ "$spec" == *:* ]] && IFS=: read -r -a envs <<<"${spec#*:}"
+    # stderr kept: a variant's COSMOS_QGEMV_TUNING says what it took and what it left out (a typo
+    # would otherwise time the default plan under the variant's name); shown in the first round.
+    err=$(mktemp)
     json=$(env "${envs[@]}" COSMOS_CUDA_MODULE="$PWD/$module" "$prebuilt/bin/cosmos-cli" bench --random cosmos-reason1-7b \
-      --device cuda --precision "$precision" --prompt-lens 2048 --depth "$depth" --gen 128 --reps 3 $extra --json 2>/dev/null)
+      --device cuda --precision "$precision" --prompt-lens 2048 --depth "$depth" --gen 128 --reps 3 $extra --json 2>"$err")
+    [ "$round" = 1 ] && grep -a "^COSMOS_QGEMV_TUNING" "$err" | sed "s/^/  $name: /"
+    if [ -z "$json" ]; then
+      echo "$round $name: bench failed: $(tail -2 "$err" | tr '\n' ' ')"
+      rm -f "$err"
+      continue
+    fi
+    rm -f "$err"
     echo "$json" | python3 -c "
 import json, sys
 try:
