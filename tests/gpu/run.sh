@@ -108,8 +108,9 @@ if [ $sanitize = 1 ]; then
   # same kernels in 1/14 to 1/21 of the forward passes); 0 runs them in full (one 64-sequence case: over 430 s
   # under racecheck on an H100).
   # The peak resident memory of a run's process tree (the tool and the test), sampled every 2 s into
-  # $2 in MB: racecheck's host memory grows with each CUDA graph replay (docs/PERFORMANCE.md,
-  # session 69), and a run the OOM killer ends should say how far it got.
+  # $2 in MB: racecheck's host memory grows over thousands of sampling calls or decode steps, with
+  # or without CUDA graphs (docs/PERFORMANCE.md, sessions 69-70), and a run the OOM killer ends
+  # should say how far it got.
   watch_rss() {  # root pid, file
     local root=$1 out=$2 peak=0 r
     while kill -0 "$root" 2>/dev/null; do

@@ -306,7 +306,7 @@ class CudaBackend final : public Backend {
   DecodeAhead ahead_;
   bool ahead_enabled_ = true;
   // COSMOS_CUDA_GRAPHS=0: decode steps launched one kernel at a time instead of replaying their
-  // captured graph (for compute-sanitizer, whose racecheck keeps host memory per graph replay).
+  // captured graph (for tools and traces that look at each launch).
   bool graphs_enabled_ = true;
   void choose_graphs();
   PassProfile profile_;  // COSMOS_PROFILE=1: per-operation times of passes of several tokens
