@@ -1,9 +1,8 @@
 // COSMOS_CUDA_GRAPHS=0 (engine/src/cuda/cuda_backend.cpp): decode steps launched kernel by kernel
 // instead of replaying their captured graph, for tools and traces that look at each launch (built
 // for racecheck's host memory, which it turned out not to keep down: docs/PERFORMANCE.md, session
-// 70). The same steps on a backend with graphs (the
-// default) and one without give the same logits and ids, and only the graph backend runs a step
-// ahead (which needs the next step's graph).
+// 70). The same steps on a backend with graphs (the default) and one without give the same logits
+// and ids, and only the graph backend runs a step ahead (which needs the next step's graph).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
