@@ -182,9 +182,11 @@ if [ $sanitize = 1 ]; then
         file=$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_')
         log="$LOGS/san_${tool}_$file.txt"
         # COSMOS_SANITIZE_TIMEOUT: seconds per run (0: no limit); a run cut short says so.
+        # COSMOS_SANITIZE_ARGS: more compute-sanitizer options, word-split (e.g. "--kernel-name
+        # kns=sampl" checks only kernels whose name holds "sampl"; the others run unchecked).
         # The GEMM tuner's timing runs would take minutes under the tools: cuBLASLt's heuristic choices.
         timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B COSMOS_GEMM_AUTOTUNE=0 \
-          COSMOS_BATCH_TEST_LIGHT="${COSMOS_BATCH_TEST_LIGHT:-1}" compute-sanitizer --tool "$tool" "$t" ${f:+--gtest_filter=$f} > "$log" 2>&1 &
+          COSMOS_BATCH_TEST_LIGHT="${COSMOS_BATCH_TEST_LIGHT:-1}" compute-sanitizer --tool "$tool" ${COSMOS_SANITIZE_ARGS:-} "$t" ${f:+--gtest_filter=$f} > "$log" 2>&1 &
         pids+=($!); names+=("$name"); logs+=("$log")
         rm -f "$log.rss"; watch_rss "$!" "$log.rss" &
       done
