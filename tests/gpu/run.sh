@@ -183,7 +183,7 @@ if [ $sanitize = 1 ]; then
         log="$LOGS/san_${tool}_$file.txt"
         # COSMOS_SANITIZE_TIMEOUT: seconds per run (0: no limit); a run cut short says so.
         # COSMOS_SANITIZE_ARGS: more compute-sanitizer options, word-split (e.g. "--kernel-name
-        # kns=sampl" checks only kernels whose name holds "sampl"; the others run unchecked).
+        # kns=topk" checks only kernels whose name holds "topk"; the others run unchecked).
         # The GEMM tuner's timing runs would take minutes under the tools: cuBLASLt's heuristic choices.
         timeout "${COSMOS_SANITIZE_TIMEOUT:-0}" env -u COSMOS_QUANT_7B COSMOS_GEMM_AUTOTUNE=0 \
           COSMOS_BATCH_TEST_LIGHT="${COSMOS_BATCH_TEST_LIGHT:-1}" compute-sanitizer --tool "$tool" ${COSMOS_SANITIZE_ARGS:-} "$t" ${f:+--gtest_filter=$f} > "$log" 2>&1 &
