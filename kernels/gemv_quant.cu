@@ -219,15 +219,19 @@ const QGemvTuningSpec& env_knobs() {
   return spec;
 }
 
-// The knobs a product plans with: bench_gemv_quant's, with its shape's COSMOS_QGEMV_TUNING entry on top.
+QGemvTuningSpec g_shape_knobs;  // the engine's per-shape knobs (set_gemv_quant_shape_knobs)
+
+// The knobs a product plans with: bench_gemv_quant's, then its shape's entry of the engine's knobs,
+// then its shape's COSMOS_QGEMV_TUNING entry on top.
 QGemvTuning tuning_for(const QGemvArgs& a) {
   QGemvTuning t = g_tuning;
-  if (const QGemvShapeKnobs* k = find_knobs(env_knobs(), a.rows, a.cols)) {
-    int* field[QGemvShapeKnobs::kFields] = {&t.rows_per_item, &t.loads, &t.pipeline, &t.l2_next,
-                                             &t.stage_x, &t.mma, &t.mma_tile_warps, &t.wide};
-    for (int f = 0; f < QGemvShapeKnobs::kFields; ++f)
-      if (k->set[f]) *field[f] = k->value[f];
-  }
+  int* field[QGemvShapeKnobs::kFields] = {&t.rows_per_item, &t.loads, &t.pipeline, &t.l2_next,
+                                           &t.stage_x, &t.mma, &t.mma_tile_warps, &t.wide};
+  const QGemvTuningSpec* specs[] = {&g_shape_knobs, &env_knobs()};
+  for (const QGemvTuningSpec* spec : specs)
+    if (const QGemvShapeKnobs* k = find_knobs(*spec, a.rows, a.cols))
+      for (int f = 0; f < QGemvShapeKnobs::kFields; ++f)
+        if (k->set[f]) *field[f] = k->value[f];
   return t;
 }
 
@@ -486,6 +490,7 @@ std::size_t launch_fmt(const QGemvArgs& a, cudaStream_t stream) {
 }  // namespace
 
 void set_gemv_quant_tuning(const QGemvTuning& tuning) { g_tuning = tuning; }
+void set_gemv_quant_shape_knobs(const QGemvTuningSpec& spec) { g_shape_knobs = spec; }
 
 QGemvTuning gemv_quant_plan(const QGemvArgs& a) {
   if (a.rows <= 0 || a.cols <= 0 || (a.swiglu && a.rows % 2 != 0)) return QGemvTuning{0, 0, 0, 0, 0, 0, 0, 0};

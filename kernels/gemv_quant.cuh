@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/qgemv_tuning_spec.h"
 #include "kernels/quant_format.cuh"
 
 namespace cosmos::kernels {
@@ -108,6 +109,11 @@ struct QGemvTuning {
   int wide = -1;          // -1 auto (long_context), 0 / 1 (int4 o-shaped products, see above)
 };
 void set_gemv_quant_tuning(const QGemvTuning& tuning);
+
+// Per-shape knobs the engine plans with (Backend::set_decode_tuning, from `cosmos-cli tune`):
+// process-wide, set between decode steps, never during a launch or a graph capture. A shape's
+// COSMOS_QGEMV_TUNING entry still goes on top (the environment is the experimenter's word).
+void set_gemv_quant_shape_knobs(const QGemvTuningSpec& spec);
 
 // The knobs launch_gemv_quant would use for `args` on the current device under the current tuning,
 // all resolved (stage_x: 1 when x is staged at 2 blocks per SM, else 0; mma: the depth when the

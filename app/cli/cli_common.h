@@ -25,6 +25,7 @@ void register_bench_tokenizer(CLI::App& app, RunFn& run);
 void register_generate(CLI::App& app, RunFn& run);
 void register_logits(CLI::App& app, RunFn& run);
 void register_bench(CLI::App& app, RunFn& run);
+void register_tune(CLI::App& app, RunFn& run);
 void register_batch(CLI::App& app, RunFn& run);
 #ifdef COSMOS_CLI_HAS_CONVERSATIONS
 void register_conversations(CLI::App& app, RunFn& run);  // needs Qt: built with COSMOS_WITH_UI

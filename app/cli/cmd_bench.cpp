@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_backend.h"
 #include "bench_batch.h"
 #include "cli_common.h"
 #include "cosmos/cuda_backend.h"
@@ -27,6 +28,7 @@
 #include "cosmos/memory_estimate.h"
 #include "cosmos/model_tensors.h"
 #include "cosmos/test_model.h"
+#include "cosmos/tune_cache.h"
 
 namespace cosmos::cli {
 namespace {
@@ -172,55 +174,16 @@ int run_bench(const BenchArgs& a) {
   bo.kv_format = a.kv_cache;
   bo.threads = a.threads;
   const Device device = *device_from_string(a.device);
+  // The GEMM tuner's choices and the decode tuning saved for this GPU (`cosmos-cli tune`), as the
+  // app and generate load them.
+  bo.tune_cache_dir = default_tune_cache_dir();
 
-  fs::path scratch;
-  struct Cleanup {
-    fs::path* p;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!p->empty()) fs::remove_all(*p, ec);
-    }
-  } cleanup{&scratch};
-  std::unique_ptr<Backend> backend;
-  std::string device_note;
   const auto t_load = Clock::now();
-  if (!a.random.empty() && device != Device::cpu) {
-    // The exact model shape with random weights generated on the GPU: only config.json on disk.
-    scratch = fs::temp_directory_path() / ("cosmos-bench-" + a.random + "-" + std::to_string(::getpid()));
-    if (auto st = write_test_config(a.random, scratch); !st) return report(st.error());
-    bo.random_weights = 1;
-    auto gpu = create_cuda_backend(scratch, bo);
-    bo.random_weights.reset();
-    if (gpu) {
-      backend = std::move(*gpu);
-    } else if (device == Device::cuda) {
-      return report(gpu.error());
-    } else {
-      device_note = "using the CPU: " + gpu.error().message;
-    }
-  }
-  if (!backend) {
-    fs::path dir = a.model;
-    if (!a.random.empty()) {
-      // The CPU reads weight files: write the random model (the test-model generator) to scratch.
-      scratch = fs::temp_directory_path() / ("cosmos-bench-" + a.random + "-" + std::to_string(::getpid()));
-      TestModelOptions o;
-      o.preset = a.random;
-      o.seed = 1;
-      o.shards = 4;
-      o.tokenizer_json = COSMOS_DEFAULT_TEST_TOKENIZER;
-      o.out_dir = scratch;
-      std::cerr << "bench: writing a random " << a.random << " model to " << scratch.string() << "\n";
-      if (auto st = make_test_model(o); !st) return report(st.error());
-      dir = scratch;
-    }
-    auto model = load_model(dir, device_note.empty() ? device : Device::cpu, bo);
-    if (!model) return report(model.error());
-    backend = std::move(model->backend);
-    if (device_note.empty()) device_note = model->device_note;
-  }
+  auto loaded = load_bench_backend(a.model, a.random, device, bo, "bench");
+  if (!loaded) return report(loaded.error());
+  const std::string device_note = (*loaded)->device_note;
   const double load_s = seconds(t_load, Clock::now());
-  Backend& b = *backend;
+  Backend& b = *(*loaded)->backend;
   const ModelConfig& c = b.config();
   if (!device_note.empty()) std::cerr << device_note << "\n";
 
@@ -380,6 +343,7 @@ int run_bench(const BenchArgs& a) {
       {"backend", b.name()},
       {"precision", to_string(b.precision())},
       {"kv_cache", to_string(b.kv_format())},
+      {"decode_tuning", b.decode_tuning()},
       {"load_s", load_s},
       {"copy_gb_per_s", copy_gbps},
       {"clock_source", clocks ? clocks->source().device : std::string()},
@@ -404,6 +368,7 @@ int run_bench(const BenchArgs& a) {
               result["model"].get<std::string>().c_str(), b.device_name().c_str(), std::string(b.name()).c_str(),
               std::string(to_string(b.precision())).c_str(), std::string(to_string(b.kv_format())).c_str(), load_s,
               copy_gbps);
+  if (!b.decode_tuning().empty()) std::printf("decode tuning (cosmos-cli tune): %s\n", b.decode_tuning().c_str());
   if (sampling.greedy())
     std::printf("decoding: greedy, repetition penalty %.2f\n", a.repetition_penalty);
   else

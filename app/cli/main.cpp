@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   cli::register_generate(app, run);
   cli::register_logits(app, run);
   cli::register_bench(app, run);
+  cli::register_tune(app, run);
   cli::register_batch(app, run);
 #ifdef COSMOS_CLI_HAS_CONVERSATIONS
   cli::register_conversations(app, run);

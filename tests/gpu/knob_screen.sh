@@ -24,6 +24,8 @@ done
 [ -n "$prebuilt" ] || { echo "usage: tests/gpu/knob_screen.sh --prebuilt DIR [options]" >&2; exit 2; }
 module="$prebuilt/lib/libcosmos-cuda.so"
 [ -f "$module" ] || { echo "knob_screen: no $module" >&2; exit 2; }
+# A is the automatic plan, whatever `cosmos-cli tune` saved on this machine.
+export COSMOS_DECODE_TUNING=0
 log=$(mktemp)
 end=$((SECONDS + budget))
 for p in $precisions; do

@@ -22,6 +22,8 @@ cosmos_add_gtest(test_quant_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}
 # The GPU clock sampler (cosmos/gpu_clocks.h): summaries, its thread with a fake source, NVML absent.
 cosmos_add_gtest(test_gpu_clocks LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_clocks.cpp)
 cosmos_add_gtest(test_tune_cache LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tune_cache.cpp)
+# The decode launch tuner's decisions (cosmos/decode_tuner.h) on a fake measure, and measure_decode on the CPU backend.
+cosmos_add_gtest(test_decode_tuner LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_decode_tuner.cpp)
 # The CPU backend's matrix product (engine/src/cpu/cpu_ops.cpp) against a float64 reference.
 cosmos_add_gtest(test_cpu_matmul LABEL unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_matmul.cpp)
 target_include_directories(test_cpu_matmul PRIVATE ${PROJECT_SOURCE_DIR}/engine/src)

@@ -408,6 +408,11 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorRow{"bench_bad_top_p", "bench --random tiny --top-p 1.5", "", "--top-p"},
         ErrorRow{"bench_bad_temperature", "bench --random tiny --temperature -1", "", "--temperature"},
         ErrorRow{"bench_bad_settle", "bench --random tiny --settle-ms -5", "", "--settle-ms"},
+        ErrorRow{"tune_no_model", "tune --precision int8", "", "--model DIR or --random"},
+        ErrorRow{"tune_bad_depth", "tune --model $DIR/tiny --depth 0,x", "", "\"x\""},
+        ErrorRow{"tune_bf16", "tune --model $DIR/tiny --precision bf16", "", "bf16"},
+        // The CPU backend has no launch knobs: a clear refusal, not an empty tuning saved.
+        ErrorRow{"tune_cpu", "tune --model $DIR/tiny --device cpu --precision int8", "", "no decode launch variants"},
         ErrorRow{"logits_bad_ids", "logits --model $DIR/tiny --ids 1,x --out $DIR/l.npy", "", "\"x\""}),
     [](const auto& row) { return std::string(row.param.name); });
 

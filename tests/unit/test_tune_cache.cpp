@@ -1,7 +1,9 @@
 // The GEMM tuning cache file (cosmos/tune_cache.h): entries round-trip exactly; a missing file is
 // missing; another version or identity is stale; a changed byte, a truncated file, a line that does
 // not parse or a foreign file is corrupt; a write that cannot happen returns file.write and leaves
-// nothing under the real name.
+// nothing under the real name. The decode tuning file (same header) likewise, and besides: the spec
+// and every double come back exactly, the empty spec is kept as "spec -", a spec the file cannot hold
+// is refused before anything is written, and unknown or missing lines are corrupt.
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -181,6 +183,164 @@ TEST_F(TuneCache, AWriteThatCannotHappenLeavesNothing) {
   ASSERT_FALSE(st);
   EXPECT_EQ(st.error().code, "file.write");
   EXPECT_FALSE(fs::exists(file));
+}
+
+// The decode tuning file shares the GEMM file's directory handling, so it shares the fixture.
+using DecodeTune = TuneCache;
+
+const std::string kDecodeIdentity = "NVIDIA H200, cc 9.0, 132 SMs, q4_k_m, plans 3f";
+
+DecodeTuneRecord decode_sample() {
+  DecodeTuneRecord r;
+  r.spec = "q4k:rows=8,split=2;q6k:rows=4";
+  // Doubles with no short exact decimal form: printing with too little precision changes them.
+  r.depths = {{1, 1612.3456789, 0.1}, {4096, 2.0 / 3.0, 1e-300}, {32768, 123456789.98765432, 1612.3456789 * 3}};
+  return r;
+}
+
+TEST_F(DecodeTune, RoundTripsTheSpecAndEveryDoubleExactly) {
+  const fs::path file = decode_tune_path(dir_ / "sub", kDecodeIdentity);
+  ASSERT_TRUE(write_decode_tune(file, kDecodeIdentity, decode_sample()));
+  auto back = read_decode_tune(file, kDecodeIdentity);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, decode_sample());
+  EXPECT_EQ(slurp(file).rfind("cosmos-decode-tune 1\nidentity " + kDecodeIdentity + "\nspec " + decode_sample().spec + "\n", 0), 0u);
+
+  // The automatic plan won: the empty spec, written as "-", with or without depths.
+  DecodeTuneRecord automatic = decode_sample();
+  automatic.spec.clear();
+  for (const std::size_t n : {std::size_t{3}, std::size_t{0}}) {
+    SCOPED_TRACE(n);
+    automatic.depths.resize(n);
+    ASSERT_TRUE(write_decode_tune(file, kDecodeIdentity, automatic));
+    EXPECT_NE(slurp(file).find("\nspec -\n"), std::string::npos);
+    back = read_decode_tune(file, kDecodeIdentity);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(*back, automatic);
+  }
+}
+
+TEST_F(DecodeTune, FileNameDependsOnTheIdentityAndDiffersFromTheGemmFile) {
+  EXPECT_EQ(decode_tune_path(dir_, kDecodeIdentity), decode_tune_path(dir_, kDecodeIdentity));
+  EXPECT_NE(decode_tune_path(dir_, kDecodeIdentity), decode_tune_path(dir_, kDecodeIdentity + " "));
+  EXPECT_NE(decode_tune_path(dir_, kDecodeIdentity), tune_cache_path(dir_, kDecodeIdentity));
+  EXPECT_EQ(decode_tune_path(dir_, kDecodeIdentity).parent_path(), dir_);
+  EXPECT_EQ(decode_tune_path(dir_, kDecodeIdentity).filename().string().rfind("decode-", 0), 0u);
+}
+
+TEST_F(DecodeTune, MissingStaleAndCorruptFiles) {
+  const fs::path file = decode_tune_path(dir_, kDecodeIdentity);
+  auto r = read_decode_tune(file, kDecodeIdentity);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, "tune_cache.missing");
+
+  ASSERT_TRUE(write_decode_tune(file, kDecodeIdentity, decode_sample()));
+  r = read_decode_tune(file, "another GPU");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, "tune_cache.stale");
+  // Neither reader takes the other kind's file, even for the same identity.
+  auto gemm = read_tune_cache(file, kDecodeIdentity);
+  ASSERT_FALSE(gemm);
+  EXPECT_EQ(gemm.error().code, "tune_cache.corrupt");
+  const fs::path gemm_file = tune_cache_path(dir_, kDecodeIdentity);
+  ASSERT_TRUE(write_tune_cache(gemm_file, kDecodeIdentity, sample()));
+  r = read_decode_tune(gemm_file, kDecodeIdentity);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, "tune_cache.corrupt");
+
+  const std::string good = slurp(file);
+  std::string flipped = good;
+  flipped[flipped.find("1612.3456789")] = '2';  // one timing changed
+  const std::pair<const char*, std::string> cases[] = {
+      {"one byte changed", flipped},
+      {"truncated", good.substr(0, good.size() / 2)},
+      {"checksum line cut off", good.substr(0, good.rfind("xxh3 "))},
+      {"empty", ""},
+  };
+  for (const auto& [what, text] : cases) {
+    SCOPED_TRACE(what);
+    spit(file, text);
+    r = read_decode_tune(file, kDecodeIdentity);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, "tune_cache.corrupt");
+  }
+}
+
+TEST_F(DecodeTune, VersionAndLinesBehindAValidChecksum) {
+  fs::create_directories(dir_);
+  const fs::path file = decode_tune_path(dir_, kDecodeIdentity);
+  const std::string header = "cosmos-decode-tune 1\nidentity " + kDecodeIdentity + "\n";
+  const std::string depth = "depth 4096 1612.3456789 0.1\n";
+  spit(file, signed_file(header + "spec q4k:rows=8\n" + depth));
+  auto r = read_decode_tune(file, kDecodeIdentity);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, (DecodeTuneRecord{"q4k:rows=8", {{4096, 1612.3456789, 0.1}}}));
+
+  struct Case {
+    const char* what;
+    std::string body;
+    const char* code;
+  };
+  const Case cases[] = {
+      {"another version", "cosmos-decode-tune 2\nidentity " + kDecodeIdentity + "\nspec -\n" + depth, "tune_cache.stale"},
+      {"another identity", "cosmos-decode-tune 1\nidentity another GPU\nspec -\n" + depth, "tune_cache.stale"},
+      {"another magic", "cosmos-gemm-tune 1\nidentity " + kDecodeIdentity + "\nspec -\n" + depth, "tune_cache.corrupt"},
+      {"no spec line", header + depth, "tune_cache.corrupt"},
+      {"nothing after the identity", header, "tune_cache.corrupt"},
+      {"an empty spec", header + "spec \n" + depth, "tune_cache.corrupt"},
+      {"a spec with a space", header + "spec a b\n" + depth, "tune_cache.corrupt"},
+      {"a second spec line", header + "spec -\n" + depth + "spec -\n", "tune_cache.corrupt"},
+      {"an unknown line", header + "spec -\n" + depth + "width 4096 1 2\n", "tune_cache.corrupt"},
+      {"an empty line", header + "spec -\n\n" + depth, "tune_cache.corrupt"},
+      {"a bad number", header + "spec -\ndepth 4096 1612.34x 0.1\n", "tune_cache.corrupt"},
+      {"a depth that is not an integer", header + "spec -\ndepth 4096.5 1612.3 0.1\n", "tune_cache.corrupt"},
+      {"a number missing", header + "spec -\ndepth 4096 1612.3\n", "tune_cache.corrupt"},
+      {"a number too many", header + "spec -\ndepth 4096 1612.3 0.1 7\n", "tune_cache.corrupt"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    spit(file, signed_file(c.body));
+    r = read_decode_tune(file, kDecodeIdentity);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, c.code);
+  }
+}
+
+TEST_F(DecodeTune, ASpecTheFileCannotHoldIsRefusedAndNothingIsWritten) {
+  const fs::path fresh = decode_tune_path(dir_ / "fresh", kDecodeIdentity);
+  const fs::path file = decode_tune_path(dir_, kDecodeIdentity);
+  ASSERT_TRUE(write_decode_tune(file, kDecodeIdentity, decode_sample()));
+  const std::string before = slurp(file);
+  // "-" would read back as the automatic plan.
+  for (const char* spec : {"q4k:rows=8 split=2", "q4k:rows=8\tsplit=2", "q4k:rows=8\nsplit=2", " ", "-"}) {
+    SCOPED_TRACE(spec);
+    DecodeTuneRecord bad = decode_sample();
+    bad.spec = spec;
+    for (const fs::path& target : {fresh, file}) {
+      auto st = write_decode_tune(target, kDecodeIdentity, bad);
+      ASSERT_FALSE(st);
+      EXPECT_EQ(st.error().code, "tune_cache.spec");
+      EXPECT_EQ(st.error().category, ErrorCategory::bad_input);
+    }
+    EXPECT_FALSE(fs::exists(fresh.parent_path()));
+    EXPECT_EQ(slurp(file), before);
+  }
+}
+
+TEST_F(DecodeTune, AWriteThatCannotHappenLeavesNothing) {
+  fs::create_directories(dir_);
+  const fs::path blocker = dir_ / "not_a_dir";
+  spit(blocker, "x");
+  const fs::path file = decode_tune_path(blocker / "cache", kDecodeIdentity);
+  auto st = write_decode_tune(file, kDecodeIdentity, decode_sample());
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, "file.write");
+  EXPECT_EQ(st.error().category, ErrorCategory::io);
+  EXPECT_FALSE(fs::exists(file));
+  // No temporary file either: the blocker is all there is.
+  std::size_t n = 0;
+  for (const auto& entry : fs::directory_iterator(dir_)) n += entry.path() != blocker;
+  EXPECT_EQ(n, 0u);
 }
 
 }  // namespace

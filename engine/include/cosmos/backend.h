@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cosmos/error.h"
@@ -87,6 +88,27 @@ class Backend {
   // Runs the batch: writes K/V of the new tokens into the cache (reserving blocks), advances each
   // sequence's length, and fills `out`. On error no sequence length changes.
   virtual Status forward(std::span<const SequenceInput> batch, ForwardOutput& out) = 0;
+
+  // Decode launch tuning (cosmos/decode_tuner.h; the CUDA backend's quantized one-token products):
+  // the variants worth timing on this GPU, each one knob of one product as
+  // "ROWSxCOLS/key=value" (kernels/qgemv_tuning_spec.h); empty where the backend has none.
+  virtual std::vector<std::string> decode_tuning_candidates() const { return {}; }
+  // The knobs the one-token products launch with (a spec as above, several entries joined by ';';
+  // empty: the automatic plan). Setting one re-plans the next decode step; results stay within the
+  // kernels' accumulation tolerance of the automatic plan. Errors: "tuning.unsupported" (this
+  // backend or precision has no such knobs), "tuning.spec" (a spec that does not parse),
+  // "tuning.inconsistent" (a variant that would change a product's input format, which only a
+  // reload can; the knobs in force stay as they were).
+  virtual Status set_decode_tuning(std::string_view spec) {
+    if (spec.empty()) return ok_status();
+    return make_error(ErrorCategory::bad_input, "tuning.unsupported",
+                      std::string(name()) + " backend: no decode launch knobs to set");
+  }
+  virtual std::string decode_tuning() const { return {}; }
+  // Where the tuning saved for this GPU and precision is kept (cosmos/tune_cache.h); empty: not
+  // saved (no tuning cache directory, or no knobs).
+  virtual std::filesystem::path decode_tuning_file() const { return {}; }
+  virtual std::string decode_tuning_identity() const { return {}; }
 };
 
 struct BackendOptions {

@@ -44,4 +44,33 @@ Result<std::vector<TuneCacheEntry>> read_tune_cache(const std::filesystem::path&
 Status write_tune_cache(const std::filesystem::path& file, const std::string& identity,
                         const std::vector<TuneCacheEntry>& entries);
 
+// The decode launch tuning (`cosmos-cli tune`, cosmos/decode_tuner.h) kept for one GPU, precision
+// and set of automatic plans (the identity the CUDA backend builds), in the same directory:
+//   <dir>/decode-<hex XXH3-64 of the identity>.txt
+//   line 1   "cosmos-decode-tune <kDecodeTuneVersion>"
+//   line 2   "identity <identity>"
+//   line 3   "spec <the knobs, kernels/qgemv_tuning_spec.h>" or "spec -" (the automatic plan won)
+//   then     "depth <context> <A us per step> <tuned us per step>", one line per depth timed
+//   last     "xxh3 <hex XXH3-64 of every line above, newlines included>"
+// Errors as for the GEMM file: tune_cache.missing, tune_cache.stale (another version or identity),
+// tune_cache.corrupt; file.write for a write that cannot happen (nothing left under the real name).
+inline constexpr int kDecodeTuneVersion = 1;
+
+struct DecodeTuneDepth {
+  int depth = 0;
+  double base_us = 0, tuned_us = 0;
+  bool operator==(const DecodeTuneDepth&) const = default;
+};
+
+struct DecodeTuneRecord {
+  std::string spec;  // no spaces or newlines (the spec grammar has none); "" for the automatic plan
+  std::vector<DecodeTuneDepth> depths;
+  bool operator==(const DecodeTuneRecord&) const = default;
+};
+
+std::filesystem::path decode_tune_path(const std::filesystem::path& dir, const std::string& identity);
+Result<DecodeTuneRecord> read_decode_tune(const std::filesystem::path& file, const std::string& identity);
+// Errors also "tune_cache.spec" (bad_input) for a spec holding whitespace, which the file cannot keep.
+Status write_decode_tune(const std::filesystem::path& file, const std::string& identity, const DecodeTuneRecord& record);
+
 }  // namespace cosmos

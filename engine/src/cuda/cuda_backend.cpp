@@ -47,6 +47,7 @@ Result<CudaBackend::SampleMode> CudaBackend::sample_mode(std::span<const Sequenc
 Status CudaBackend::forward(std::span<const SequenceInput> batch, ForwardOutput& out) {
   if (!failed_.empty())
     return make_error(ErrorCategory::internal, "backend.failed", "the GPU backend stopped after an error: " + failed_);
+  own_decode_knobs();  // before a step runs ahead or is captured: another backend may have set its own
   if (ahead_.active) {
     if (ahead_matches(batch)) return collect_ahead(batch, out);
     if (auto st = cancel_ahead(); !st) return st;

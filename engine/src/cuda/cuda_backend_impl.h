@@ -30,6 +30,7 @@
 #include "kernels/elem_type.cuh"
 #include "kernels/gemm_lt.h"
 #include "kernels/gemm_q_small.cuh"
+#include "kernels/gemv_quant.cuh"
 #include "kernels/prefill_attention.cuh"
 #include "kernels/quant_format.cuh"
 #include "kernels/sampling.cuh"
@@ -93,6 +94,12 @@ class CudaBackend final : public Backend {
   BackendMemory memory() const override;
   bool samples_on_device() const override { return true; }
   Status forward(std::span<const SequenceInput> batch, ForwardOutput& out) override;
+  // Decode launch tuning (cuda_decode_tuning.cpp).
+  std::vector<std::string> decode_tuning_candidates() const override;
+  Status set_decode_tuning(std::string_view spec) override;
+  std::string decode_tuning() const override { return decode_spec_; }
+  std::filesystem::path decode_tuning_file() const override;
+  std::string decode_tuning_identity() const override { return decode_identity_; }
 
  private:
   Error fail(Error e);
@@ -219,6 +226,20 @@ class CudaBackend final : public Backend {
   bool fused_gate_up_swiglu(const CudaLayer& L, int N);
   Status transpose_down(DevMatrix& down, void* scratch);
   void drop_graphs();
+  // Decode launch tuning (cuda_decode_tuning.cpp): the quantized one-token products, each with its
+  // launch arguments as planned (pointers stand in for alignment only).
+  struct DecodeProduct {
+    const char* name;
+    kernels::QGemvArgs args;
+  };
+  std::vector<DecodeProduct> decode_products() const;
+  bool decode_formats_hold() const;
+  std::string decode_plans() const;
+  void setup_decode_tuning();    // end of load: identity, then the saved tuning if it matches
+  void own_decode_knobs();       // before a pass: the kernels hold this backend's knobs
+  void release_decode_knobs();   // destructor
+  std::string decode_spec_;      // the knobs in force ("" the automatic plan)
+  std::string decode_identity_;  // GPU, precision, KV format, model shape and automatic plans
 
   ModelConfig config_;
   kernels::GpuInfo gpu_;

@@ -43,6 +43,7 @@ CudaBackend::CudaBackend(ModelConfig config, const kernels::GpuInfo& gpu, KvCach
 CudaBackend::~CudaBackend() {
   sync_streams();  // also a decode step run ahead
   drop_graphs();
+  release_decode_knobs();
   for (auto* events : {&step_done_, &pass_done_, &up_done_})
     for (cudaEvent_t e : *events)
       if (e) cudaEventDestroy(e);
@@ -497,7 +498,9 @@ Status CudaBackend::load(const WeightSource& src, const std::function<bool(doubl
   placed_.clear();
   if (progress_ && !progress_(1.0)) return load_cancelled_error();
   progress_ = nullptr;
-  return ensure_workspace(64, 1);
+  if (auto st = ensure_workspace(64, 1); !st) return st;
+  setup_decode_tuning();  // plans with the workspace's pointers
+  return ok_status();
 #undef TRY_ASSIGN
 #undef TRY
 }

@@ -15,7 +15,8 @@
 namespace cosmos {
 
 // Bump when the table or any type passed through it changes.
-inline constexpr int kCudaModuleAbiVersion = 3;  // 2: BackendOptions::kv_format, Backend::kv_format(); 3: pci_bus_id
+inline constexpr int kCudaModuleAbiVersion = 4;  // 2: BackendOptions::kv_format, Backend::kv_format(); 3: pci_bus_id;
+                                                 // 4: Backend's decode tuning
 
 struct CudaModuleV1 {
   int abi_version;                   // kCudaModuleAbiVersion of the module's build
