@@ -2,7 +2,9 @@
 # Runs on the GPU machine, in one call: GPU tests, the unit tests, the tokenizer benchmark, and
 # (with --golden) the Hugging Face golden data. Logs go to $OUT; a short table is printed last.
 #   tests/gpu/run.sh --prebuilt .carry [--golden] [--cpu-7b] [--gpu-7b] [--bench-7b] [--parity-7b] [--quant-7b]
-#                    [--bench-batch] [--sanitize] [--ktrace]
+#                    [--bench-batch] [--sanitize] [--ktrace] [--tune-7b]
+# --tune-7b: cosmos-cli tune on the 7B shape for each precision in $COSMOS_TUNE_PRECISIONS (default:
+#   int4 int8 fp8), before --bench-7b, which then decodes with what it saved (bench prints it).
 # --bench-7b: cosmos-cli bench for each precision in $COSMOS_BENCH_PRECISIONS (default: all five)
 #   and each KV cache in $COSMOS_BENCH_KV (default: full; "full int8" also runs the int8 cache), at
 #   the decode depths in $COSMOS_BENCH_DEPTHS (default: 0,4096), and
@@ -35,7 +37,7 @@ mkdir -p "$OUT"
 # $OUT brings back at most 8 files: per-test logs stay in $LOGS (and are appended to tests.log),
 # $OUT gets tests.log, golden/ (6 files) and golden_7b_bf16.json.
 LOGS=$(mktemp -d)
-prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0 quant7b=0 benchbatch=0 batchcli=0 ktrace=0
+prebuilt="" golden=0 cpu7b=0 gpu7b=0 sanitize=0 bench7b=0 parity7b=0 quant7b=0 benchbatch=0 batchcli=0 ktrace=0 tune7b=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -49,6 +51,7 @@ while [ $# -gt 0 ]; do
     --bench-batch) benchbatch=1; shift ;;
     --batch-cli) batchcli=1; shift ;;
     --ktrace) ktrace=1; shift ;;
+    --tune-7b) tune7b=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -317,6 +320,19 @@ if [ $gpu7b = 1 ]; then
     { echo "== load 7B $prec"; cat "$LOGS/load7b_$prec.json" "$LOGS/load7b_$prec.err"; } >> "$OUT/tests.log"
   done
 fi
+tune7b_status="not run"
+if [ $tune7b = 1 ]; then
+  tune7b_status=""
+  for prec in ${COSMOS_TUNE_PRECISIONS:-int4 int8 fp8}; do
+    log="$LOGS/tune7b_$prec"
+    "$bin/cosmos-cli" tune --random cosmos-reason1-7b --device cuda --precision $prec --json > "$log.json" 2>"$log.err"
+    tune7b_status+="$prec: $(python3 -c "
+import json; j=json.load(open('$log.json'))
+print('%s (%d variants, %d timings, %.0f s); '%(j['spec'] or 'automatic plan', j['candidates'], j['measurements'], j['seconds'])
+  + ' '.join('@%d %.1f -> %.1f us'%(d['depth'], d['base_us'], d['tuned_us']) for d in j['depths']))" 2>/dev/null || echo FAILED) | "
+    { echo "== tune 7B $prec"; cat "$log.json" "$log.err"; } >> "$OUT/tests.log"
+  done
+fi
 bench7b_status="not run"
 if [ $bench7b = 1 ]; then
   # cosmos-cli bench on the 7B shape with random weights generated on the GPU (no files): prefill
@@ -336,7 +352,7 @@ d=' '.join('tg@%d %.1f tok/s (%.0f%%%s)'%(x['depth'],x['tok_per_s'],x['pct_of_co
   '' if i == 0 else ', %.1f%% of tg@%d, bytes allow %.1f%%'%(100*x['speed_vs_first'],j['decode'][0]['depth'],100*x['bytes_bound_vs_first']))
   + ('' if not x.get('clocks') else ' [SM %.0f MHz, slowed %.0f%%]'%(x['clocks']['sm_mhz_mean'],100*x['clocks']['slowdown_share']))
   for i,x in enumerate(j['decode']))
-print(p+'; '+d+'; load %.1f s'%j['load_s'])" 2>/dev/null || echo FAILED) | "
+print(p+'; '+d+'; load %.1f s'%j['load_s']+('; tuned: '+j['decode_tuning'] if j.get('decode_tuning') else ''))" 2>/dev/null || echo FAILED) | "
     { echo "== bench 7B $name"; cat "$log.json" "$log.err"; } >> "$OUT/tests.log"
   done
   done
@@ -478,6 +494,7 @@ printf '%-32s %s\n' "compute-sanitizer ${COSMOS_SANITIZE_TOOLS:-memcheck}" "$san
 printf '%-32s %s\n' "HF golden data" "$golden_status"
 printf '%-32s %s\n' "CPU backend, 7B shape" "$cpu7b_status"
 printf '%-32s %s\n' "CUDA backend, 7B shape" "$gpu7b_status"
+printf '%-32s %s\n' "cosmos-cli tune, 7B shape" "$tune7b_status"
 printf '%-32s %s\n' "cosmos-cli bench, 7B shape" "$bench7b_status"
 printf '%-32s %s\n' "bench --batch (tok/s), 7B shape" "$benchbatch_status"
 printf '%-32s %s\n' "cosmos-cli batch, 7B shape" "$batchcli_status"
