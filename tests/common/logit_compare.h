@@ -1,6 +1,7 @@
 // Comparing two models' next-token logits position by position (quantized precisions against bf16):
 // the largest logit error relative to the position's largest |reference logit|, the KL divergence
-// KL(softmax(ref) || softmax(other)) in double, and how often the top-1 tokens agree.
+// KL(softmax(ref) || softmax(other)) in double, and how often the top-1 tokens agree; and the relative
+// L2 error of one row against another (backends or plans that should agree to accumulation order).
 #pragma once
 
 #include <algorithm>
@@ -8,6 +9,17 @@
 #include <span>
 
 namespace cosmos::testing {
+
+// ||got - want|| / ||want|| in double.
+inline double rel_l2(std::span<const float> got, std::span<const float> want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
 
 struct LogitStats {
   double max_rel_err = 0.0;

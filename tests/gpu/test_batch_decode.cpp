@@ -22,6 +22,7 @@
 #include "cosmos/model_loader.h"
 #include "cosmos/session.h"
 #include "kernels/device_info.cuh"
+#include "logit_compare.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -42,14 +43,7 @@ std::vector<TokenId> prompt_of(int len, int salt) {
   return p;
 }
 
-double rel_l2(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using testing::rel_l2;
 
 // The greedy token of a logits row.
 TokenId argmax(std::span<const float> row) {

@@ -15,6 +15,7 @@
 
 #include "cosmos/cuda_backend.h"
 #include "kernels/device_info.cuh"
+#include "logit_compare.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -39,15 +40,7 @@ std::unique_ptr<Backend> make(bool graphs, Precision precision) {
   return b.ok() ? std::move(*b) : nullptr;
 }
 
-double rel_l2(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using testing::rel_l2;
 
 TokenId argmax(std::span<const float> row) {
   return static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());

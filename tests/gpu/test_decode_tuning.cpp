@@ -24,6 +24,7 @@
 #include "cosmos/decode_tuner.h"
 #include "cosmos/tune_cache.h"
 #include "kernels/device_info.cuh"
+#include "logit_compare.h"
 #include "tiny_model.h"
 
 namespace cosmos {
@@ -46,15 +47,7 @@ std::unique_ptr<Backend> make(Precision precision, const fs::path& tune_dir = {}
   return b.ok() ? std::move(*b) : nullptr;
 }
 
-double rel_l2(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using testing::rel_l2;
 
 // A 9-token prompt, then 4 one-token steps with logits back; every step's logits in order. A failed
 // forward() fails the test and returns what ran.
