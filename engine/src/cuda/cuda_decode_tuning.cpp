@@ -143,7 +143,9 @@ Status CudaBackend::set_decode_tuning(std::string_view spec) {
   sync_streams();
   kernels::set_gemv_quant_shape_knobs(parsed);
   if (!decode_formats_hold()) {
+    // The kernels now hold this backend's own knobs again, whoever held them before the call.
     kernels::set_gemv_quant_shape_knobs(kernels::parse_qgemv_tuning(decode_spec_));
+    g_knobs_owner = this;
     return make_error(ErrorCategory::bad_input, "tuning.inconsistent",
                       "decode tuning '" + std::string(spec) +
                           "' would change a product's input format chosen at load (bf16 input or the attention's "
