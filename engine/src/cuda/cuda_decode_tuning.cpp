@@ -32,7 +32,10 @@ const void* g_knobs_owner = nullptr;  // the backend whose spec the kernels hold
 std::string plan_text(const kernels::QGemvTuning& t) {
   const std::array<int, 8> v = {t.rows_per_item, t.loads, t.pipeline, t.l2_next, t.stage_x, t.mma, t.mma_tile_warps, t.wide};
   std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) {  // appended, not "," + ...: GCC 12's -Wrestrict false positive
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   return s;
 }
 
