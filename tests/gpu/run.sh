@@ -18,7 +18,8 @@
 # --ktrace: the per-kernel timestamps of the quantized one-token step (kernels/ktrace.cuh), with the
 #   module that `COSMOS_PACK_KTRACE=1 tests/gpu/pack.sh` adds as .carry/lib/ktrace/libcosmos-cuda.so:
 #   cosmos-cli bench at depths 0 and 4096 (--settle-ms 1000: outside the power cap's window) for each
-#   precision in $COSMOS_KTRACE_PRECISIONS (default: int4 int8), tables by tests/gpu/ktrace.py.
+#   precision in $COSMOS_KTRACE_PRECISIONS (default: int4 int8), tables by tests/gpu/ktrace.py;
+#   $COSMOS_KTRACE_DETAIL (e.g. attention) adds that kernel's per-block quantiles (ktrace.py --detail).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time, or COSMOS_BENCHES
 # names the ones to run, e.g. "bench_gemv_quant"): bench_kernels,
@@ -378,11 +379,11 @@ if [ $ktrace = 1 ]; then
         COSMOS_CUDA_MODULE="$ktmod" COSMOS_KTRACE_DIR="$dir" "$bin/cosmos-cli" bench --random cosmos-reason1-7b \
           --device cuda --precision $prec --prompt-lens 128 --depth $depth --gen 32 --reps 1 --settle-ms 1000 \
           > "$dir.bench" 2>&1
-        python3 tests/gpu/ktrace.py "$dir"/*.bin > "$dir.txt" 2>&1
+        python3 tests/gpu/ktrace.py ${COSMOS_KTRACE_DETAIL:+--detail "$COSMOS_KTRACE_DETAIL"} "$dir"/*.bin > "$dir.txt" 2>&1
         { echo "== ktrace $prec @$depth"; tail -8 "$dir.bench"; cat "$dir.txt"; } >> "$OUT/tests.log"
         # The summary: each kernel's contribution per launch (us) and the token.
         line=$(awk '$1 == "kernel" {on = 1; next} on && NF >= 10 {printf "%s %s, ", $1, $3}
-          /^per token/ {printf "token %s us", $3}' "$dir.txt")
+          /^per token/ {printf "token %s us", $3; on = 0}' "$dir.txt")
         [[ "$line" == *token* ]] || line="FAILED (tests.log)"
         ktrace_status+="$prec@$depth: $line | "
       done
