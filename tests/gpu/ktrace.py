@@ -21,8 +21,8 @@ middle 80% of the launches:
   spread       last block's end minus first block's end
 A kernel marked * follows lm_head: its contrib includes sampling, the embedding and the host.
 
---detail NAME (e.g. --detail attention): per block of that kernel's launches, relative to the
-predecessor's last block's end (us): its start, its wait's end and its end as quantiles (10, 50,
+--detail NAME[,NAME...] (e.g. --detail attention, or --detail q/k/v,down): per block of each named
+kernel's launches, relative to the predecessor's last block's end (us): its start, its wait's end and its end as quantiles (10, 50,
 90, 100%) over the blocks of the middle 80% of the launches, and its duration; shows whether a
 long spread comes from blocks that start late (no room on the SMs) or from blocks that run long.
 Where the kernel marks its loop and prologue (the decode attention: its first round's K/V and Q in
@@ -123,8 +123,8 @@ def main(args):
     tokens = len(rows.get('lm_head', []))
     if tokens:
         print('per token: %.1f us (%.1f tok/s) over %d tokens' % (total / tokens, 1e6 / (total / tokens), tokens))
-    if detail_of:
-        detail(ls, detail_of, ghz)
+    for name in detail_of.split(',') if detail_of else []:
+        detail(ls, name, ghz)
 
 
 if __name__ == '__main__':

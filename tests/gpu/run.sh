@@ -19,7 +19,7 @@
 #   module that `COSMOS_PACK_KTRACE=1 tests/gpu/pack.sh` adds as .carry/lib/ktrace/libcosmos-cuda.so:
 #   cosmos-cli bench at depths 0 and 4096 (--settle-ms 1000: outside the power cap's window) for each
 #   precision in $COSMOS_KTRACE_PRECISIONS (default: int4 int8), tables by tests/gpu/ktrace.py;
-#   $COSMOS_KTRACE_DETAIL (e.g. attention) adds that kernel's per-block quantiles (ktrace.py --detail).
+#   $COSMOS_KTRACE_DETAIL (e.g. attention, or q/k/v,down) adds those kernels' per-block quantiles (ktrace.py --detail).
 # --quant-7b: test_gpu_cuda_quant also measures int8 / fp8 / int4 against bf16 on the random 7B shape.
 # Always (when built, unless COSMOS_BENCHES=0, which saves ~2 minutes of device time, or COSMOS_BENCHES
 # names the ones to run, e.g. "bench_gemv_quant"): bench_kernels,
