@@ -23,8 +23,9 @@ A kernel marked * follows lm_head: its contrib includes sampling, the embedding 
 
 --detail NAME[,NAME...] (e.g. --detail attention, or --detail q/k/v,down): per block of each named
 kernel's launches, relative to the predecessor's last block's end (us): its start, its wait's end
-and its end as quantiles (10, 50, 90, 100%) over the blocks of the middle 80% of the launches, and its duration; shows whether a
-long spread comes from blocks that start late (no room on the SMs) or from blocks that run long.
+and its end as quantiles (10, 50, 90, 100%) over the blocks of the middle 80% of the launches, and
+its duration; shows whether a long spread comes from blocks that start late (no room on the SMs) or
+from blocks that run long.
 Where the kernel marks its loop and prologue (the decode attention: its first round's K/V and Q in
 shared memory, its rounds done), also the phases in SM cycles converted to us: the wait's end to
 the loop mark, the loop mark to the prologue mark, the prologue mark to the end.
