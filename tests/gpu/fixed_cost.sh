@@ -4,8 +4,8 @@
 # sessions 80-83. With the pack unpacked (`tar -xJf .carry_pack/carry.tar.xz`, made with
 # COSMOS_PACK_KTRACE=1 tests/gpu/pack.sh):
 #   tests/gpu/fixed_cost.sh [--any-gpu] [NAME=MODULE ...]
-# On an H200 (any GPU with --any-gpu) it writes under $OUT:
-#   gpu.txt       the card, its clocks and power limit;
+# It writes under $OUT gpu.txt (the card, its maximum clocks and power limit) and on an H200 (any GPU
+# with --any-gpu):
 #   chain/        bench_gemv_quant --chain: the products in the engine's order, as a share of copy;
 #   s4/, s8/      bench_gemv_quant --sweep --fmt int4 / int8: each product timed alone;
 #   kt/           the per-kernel trace of the int8 and int4 steps, with the per-block waits and
@@ -33,7 +33,7 @@ t0=$(date +%s)
 full=$any
 echo "$gpu" | grep -q H200 && full=1
 if [ "$full" = 1 ]; then
-  # name, bench_gemv_quant arguments
+  # directory:bench_gemv_quant arguments
   for run in "chain:--chain" "s4:--sweep --fmt int4" "s8:--sweep --fmt int8"; do
     d=${run%%:*}
     mkdir -p "$O/$d"
