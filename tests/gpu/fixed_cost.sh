@@ -10,9 +10,14 @@
 #   s4/, s8/      bench_gemv_quant --sweep --fmt int4 / int8: each product timed alone;
 #   kt/           the per-kernel trace of the int8 and int4 steps, with the per-block waits and
 #                 stagings of q/k/v, down and o (tests/gpu/ktrace.py --detail);
-# and on any GPU ab_int4.txt, ab_int8.txt: tests/gpu/ab.sh at depths 0 and 4096, two rounds, of the
-# pack's module ("base", the engine @0 on the same card) beside each NAME=MODULE given.
-# Without an H200 (and without --any-gpu) only the A/B runs. A short summary is printed last.
+# and on any GPU:
+#   bnd/          bench_phases (a dependent phase boundary: kernels + PDL, persistent kernels) and
+#                 bench_stream (a read-only kernel per matrix size of the chain), seconds: the synthetic
+#                 boundary and ramp costs, to set beside an H100's (per-card gap: ~0.5 us per launch
+#                 would account for the ~75 us per token, sessions 7, 10 and 84);
+#   ab_int4.txt, ab_int8.txt: tests/gpu/ab.sh at depths 0 and 4096, two rounds, of the pack's module
+#                 ("base", the engine @0 on the same card) beside each NAME=MODULE given.
+# Without an H200 (and without --any-gpu) only bnd/ and the A/B run. A short summary is printed last.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 any=0
@@ -45,6 +50,12 @@ if [ "$full" = 1 ]; then
     COSMOS_KTRACE_PRECISIONS="int8 int4" tests/gpu/run.sh --prebuilt .carry --ktrace > "$O/kt/run.txt" 2>&1
   echo "benchmarks and trace: $(( $(date +%s) - t0 )) s"
 fi
+mkdir -p "$O/bnd"
+for b in bench_phases bench_stream; do
+  LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}" timeout 240 ".carry/bin/$b" > "$O/bnd/$b.txt" 2>&1 ||
+    echo "$b: exit $?" >> "$O/bnd/$b.txt"
+done
+echo "boundary probes: $(( $(date +%s) - t0 )) s"
 for p in int4 int8; do
   tests/gpu/ab.sh --prebuilt .carry --rounds 2 --depth 0,4096 --precision "$p" \
     base=.carry/lib/libcosmos-cuda.so "${variants[@]}" > "$O/ab_$p.txt" 2>&1
@@ -55,4 +66,5 @@ if [ "$full" = 1 ]; then
   grep -h "automatic (as\|per token" "$O/chain/tests.log" | head -20
   grep -h "best:\|per token" "$O/s4/tests.log" "$O/s8/tests.log" | head -20
 fi
+cat "$O/bnd/bench_phases.txt" "$O/bnd/bench_stream.txt"
 cat "$O/ab_int4.txt" "$O/ab_int8.txt"
